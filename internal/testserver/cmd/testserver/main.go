@@ -1,0 +1,84 @@
+// Command testserver runs the scriptable test server (package testserver) on
+// stdio, or on WebSocket with -listen, printing its ws:// URL as the first
+// line of stdout.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+type lines []string
+
+func (l *lines) String() string     { return fmt.Sprint(*l) }
+func (l *lines) Set(s string) error { *l = append(*l, s); return nil }
+
+func main() {
+	var (
+		cfg           testserver.Config
+		mcpl          string
+		banner        lines
+		listen        string
+		rawEcho       bool
+		ignoreStdin   bool
+		ignoreSigterm bool
+	)
+	flag.StringVar(&cfg.Name, "name", "testserver", "serverInfo name")
+	flag.StringVar(&mcpl, "mcpl", "", "raw experimental.mcpl advertisement (JSON)")
+	flag.IntVar(&cfg.CrashAfter, "crash-after", 0, "exit with status 3 on the Nth request")
+	flag.Var(&banner, "banner", "a raw line to print before anything else (repeatable)")
+	flag.IntVar(&cfg.PageSize, "page-size", 0, "page tools/list by this many")
+	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
+	flag.StringVar(&listen, "listen", "", "serve WebSocket on this address (127.0.0.1:0) instead of stdio")
+	flag.BoolVar(&rawEcho, "raw-echo", false, "copy each stdin line to stdout unchanged (benchmark floor)")
+	flag.BoolVar(&ignoreStdin, "ignore-stdin-close", false, "keep running after stdin closes")
+	flag.BoolVar(&ignoreSigterm, "ignore-sigterm", false, "ignore SIGTERM")
+	flag.Parse()
+	cfg.Banner = banner
+	if mcpl != "" {
+		if !json.Valid([]byte(mcpl)) {
+			fmt.Fprintln(os.Stderr, "testserver: -mcpl is not JSON")
+			os.Exit(2)
+		}
+		cfg.MCPL = json.RawMessage(mcpl)
+	}
+	if ignoreSigterm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	switch {
+	case rawEcho:
+		testserver.RawEcho(os.Stdin, os.Stdout)
+	case listen != "":
+		serveWebSocket(listen, cfg)
+	default:
+		testserver.Serve(transport.NewLineStream(os.Stdin, os.Stdout, nil, 0), cfg)
+	}
+	if ignoreStdin {
+		select {}
+	}
+}
+
+func serveWebSocket(addr string, cfg testserver.Config) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testserver:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("ws://%s/\n", ln.Addr())
+	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := transport.AcceptWebSocket(w, r, transport.WebSocketOptions{PingInterval: -1})
+		if err != nil {
+			return
+		}
+		testserver.Serve(ws, cfg)
+	}))
+}

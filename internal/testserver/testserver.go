@@ -1,0 +1,250 @@
+// Package testserver is a scriptable, misbehaving MCP server for tests. The
+// program in cmd/testserver runs it as a real subprocess over stdio, or as a
+// WebSocket server on 127.0.0.1. Each test picks its misbehaviour: by flags
+// for the whole run (Config), or per request by calling one of its tools.
+//
+// Tools:
+//
+//	echo {text}                 answers with the text
+//	fail {message, code}        answers with a JSON-RPC error (message may be empty)
+//	tool_error {text}           answers with an isError tool result
+//	exit {code, signal}         exits (or kills itself with a signal) with the call pending
+//	hang {}                     never answers
+//	sleep {ms, text}            answers after ms milliseconds
+//	noise {lines}               writes each line raw to its output, then answers
+//	oversize {bytes}            sends a message of about that many bytes, then answers
+//	ask_host {method, id}       sends the host a request with that raw id (colliding with the host's ids); answers "asked"
+//	count {}                    answers with the number of requests it has received
+package testserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// Config is a run's misbehaviour.
+type Config struct {
+	// Name is the serverInfo name (default "testserver").
+	Name string
+	// MCPL, if not empty, is the raw experimental.mcpl advertisement.
+	MCPL json.RawMessage
+	// CrashAfter, if > 0, exits with status 3 on receiving that many
+	// requests, leaving the last one unanswered.
+	CrashAfter int
+	// Banner lines are written raw before anything else.
+	Banner []string
+	// PageSize, if > 0, pages tools/list with nextCursor.
+	PageSize int
+	// NoServerInfo omits serverInfo and protocolVersion from initialize.
+	NoServerInfo bool
+	// Exit is how the process leaves (os.Exit in the program); tests in
+	// process may replace it.
+	Exit func(code int)
+}
+
+// Tools lists the test server's tools in tools/list order.
+var Tools = []protocol.Tool{
+	{Name: "echo", Description: "Answers with the text it is given."},
+	{Name: "fail", Description: "Answers with a JSON-RPC error."},
+	{Name: "tool_error", Description: "Answers with an isError result."},
+	{Name: "exit", Description: "Exits with the call pending."},
+	{Name: "hang", Description: "Never answers."},
+	{Name: "sleep", Description: "Answers after a delay."},
+	{Name: "noise", Description: "Writes raw lines, then answers."},
+	{Name: "oversize", Description: "Sends an oversize message, then answers."},
+	{Name: "ask_host", Description: "Sends the host a request with a chosen id."},
+	{Name: "count", Description: "Answers with the number of requests received."},
+}
+
+// Server is one connection's worth of test server.
+type Server struct {
+	cfg      Config
+	s        transport.Stream
+	peer     *wire.Peer
+	requests atomic.Int64
+}
+
+// Serve runs the test server on s until the connection ends.
+func Serve(s transport.Stream, cfg Config) {
+	if cfg.Name == "" {
+		cfg.Name = "testserver"
+	}
+	if cfg.Exit == nil {
+		cfg.Exit = os.Exit
+	}
+	srv := &Server{cfg: cfg, s: s}
+	for _, line := range cfg.Banner {
+		s.Write(context.Background(), []byte(line))
+	}
+	srv.peer = wire.NewPeer(s, wire.Options{
+		Name:    "host",
+		Handler: wire.HandlerFunc(srv.serve),
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	<-srv.peer.Done()
+}
+
+func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
+	if !req.IsNotification() {
+		n := srv.requests.Add(1)
+		if srv.cfg.CrashAfter > 0 && n >= int64(srv.cfg.CrashAfter) {
+			fmt.Fprintf(os.Stderr, "testserver: crashing after %d requests\n", n)
+			srv.cfg.Exit(3)
+		}
+	}
+	switch req.Method {
+	case protocol.MethodInitialize:
+		res := map[string]any{"capabilities": srv.capabilities()}
+		if !srv.cfg.NoServerInfo {
+			res["protocolVersion"] = protocol.ProtocolVersion
+			res["serverInfo"] = protocol.Implementation{Name: srv.cfg.Name, Version: "1.0.0"}
+		}
+		return res, nil
+	case protocol.MethodInitialized:
+		return nil, nil
+	case protocol.MethodToolsList:
+		return srv.listTools(req.Params)
+	case protocol.MethodToolsCall:
+		return srv.callTool(ctx, req)
+	}
+	return nil, wire.ErrMethodNotFound
+}
+
+func (srv *Server) capabilities() map[string]any {
+	caps := map[string]any{"tools": map[string]any{}}
+	if len(srv.cfg.MCPL) > 0 {
+		caps["experimental"] = map[string]json.RawMessage{"mcpl": srv.cfg.MCPL}
+	}
+	return caps
+}
+
+func (srv *Server) listTools(params json.RawMessage) (any, error) {
+	var p protocol.ListToolsParams
+	json.Unmarshal(params, &p)
+	start := 0
+	if p.Cursor != "" {
+		fmt.Sscanf(p.Cursor, "page-%d", &start)
+	}
+	if srv.cfg.PageSize <= 0 {
+		return protocol.ListToolsResult{Tools: Tools}, nil
+	}
+	end := min(start+srv.cfg.PageSize, len(Tools))
+	res := protocol.ListToolsResult{Tools: Tools[start:end]}
+	if end < len(Tools) {
+		res.NextCursor = fmt.Sprintf("page-%d", end)
+	}
+	return res, nil
+}
+
+type toolArgs struct {
+	Text    string   `json:"text"`
+	Message string   `json:"message"`
+	Code    int64    `json:"code"`
+	Signal  string   `json:"signal"`
+	MS      int      `json:"ms"`
+	Lines   []string `json:"lines"`
+	Bytes   int      `json:"bytes"`
+	Method  string   `json:"method"`
+	ID      int64    `json:"id"`
+}
+
+func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error) {
+	var p protocol.CallToolParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "bad tools/call params"}
+	}
+	var a toolArgs
+	if len(p.Arguments) > 0 {
+		if err := json.Unmarshal(p.Arguments, &a); err != nil {
+			return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "bad arguments: " + err.Error()}
+		}
+	}
+	switch p.Name {
+	case "echo":
+		return protocol.TextResult(a.Text, false), nil
+	case "fail":
+		code := a.Code
+		if code == 0 {
+			code = -32000
+		}
+		return nil, &wire.Error{Code: code, Message: a.Message}
+	case "tool_error":
+		return protocol.TextResult(a.Text, true), nil
+	case "exit":
+		if a.Signal != "" {
+			sig := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "SEGV": syscall.SIGSEGV}[strings.TrimPrefix(a.Signal, "SIG")]
+			if sig != 0 {
+				syscall.Kill(os.Getpid(), sig)
+				select {} // wait for the signal to land
+			}
+		}
+		fmt.Fprintf(os.Stderr, "testserver: exiting with status %d as asked\n", a.Code)
+		srv.cfg.Exit(int(a.Code))
+		return nil, nil
+	case "hang":
+		req.Defer() // never answered
+		return nil, nil
+	case "sleep":
+		reply := req.Defer()
+		go func() {
+			select {
+			case <-time.After(time.Duration(a.MS) * time.Millisecond):
+				reply(protocol.TextResult(a.Text, false), nil)
+			case <-ctx.Done():
+			}
+		}()
+		return nil, nil
+	case "noise":
+		for _, line := range a.Lines {
+			srv.s.Write(ctx, []byte(line))
+		}
+		return protocol.TextResult("after noise", false), nil
+	case "oversize":
+		pad := strings.Repeat("x", max(a.Bytes, 0))
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]string{"pad": pad}})
+		srv.s.Write(ctx, msg)
+		return protocol.TextResult("after oversize", false), nil
+	case "ask_host":
+		reply := req.Defer()
+		go func() {
+			raw := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, a.ID, a.Method)
+			// The answer comes back on the peer as a response to an id we
+			// never issued; the test reads it from the host side instead.
+			if err := srv.s.Write(ctx, []byte(raw)); err != nil {
+				reply(nil, err)
+				return
+			}
+			reply(protocol.TextResult("asked", false), nil)
+		}()
+		return nil, nil
+	case "count":
+		return protocol.TextResult(fmt.Sprint(srv.requests.Load()), false), nil
+	}
+	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+}
+
+// RawEcho copies each line from r to w unchanged: the floor for benchmarks.
+func RawEcho(r io.Reader, w io.Writer) error {
+	s := transport.NewLineStream(r, w, nil, 0)
+	for {
+		msg, err := s.Read()
+		if err != nil {
+			return err
+		}
+		if err := s.Write(context.Background(), msg); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,125 @@
+// Package protocol holds the MCP and MCPL wire types, method names and error
+// codes: pure data, no I/O. Readers are tolerant (unknown fields are
+// ignored; json.RawMessage keeps what is not yet understood); writers send
+// only what the specifications define.
+package protocol
+
+import "encoding/json"
+
+// MCP methods this host uses.
+const (
+	MethodInitialize       = "initialize"
+	MethodInitialized      = "notifications/initialized"
+	MethodToolsList        = "tools/list"
+	MethodToolsCall        = "tools/call"
+	MethodToolsListChanged = "notifications/tools/list_changed"
+)
+
+// ProtocolVersion is the MCP revision this host speaks.
+const ProtocolVersion = "2024-11-05"
+
+// Implementation names a client or server.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// InitializeParams is the host's initialize request.
+type InitializeParams struct {
+	ProtocolVersion string             `json:"protocolVersion"`
+	Capabilities    ClientCapabilities `json:"capabilities"`
+	ClientInfo      Implementation     `json:"clientInfo"`
+}
+
+// ClientCapabilities is what the host advertises.
+type ClientCapabilities struct {
+	Experimental map[string]json.RawMessage `json:"experimental,omitempty"`
+}
+
+// InitializeResult is a server's answer to initialize. Real servers omit
+// protocolVersion or serverInfo; both are optional here.
+type InitializeResult struct {
+	ProtocolVersion string             `json:"protocolVersion,omitempty"`
+	Capabilities    ServerCapabilities `json:"capabilities"`
+	ServerInfo      *Implementation    `json:"serverInfo,omitempty"`
+	Instructions    string             `json:"instructions,omitempty"`
+}
+
+// ServerCapabilities is what a server advertises. Experimental holds the
+// MCPL advertisement under "mcpl", kept raw until it is parsed.
+type ServerCapabilities struct {
+	Tools        json.RawMessage            `json:"tools,omitempty"`
+	Experimental map[string]json.RawMessage `json:"experimental,omitempty"`
+}
+
+// MCPL returns the raw MCPL advertisement, or nil for a plain MCP server.
+func (c ServerCapabilities) MCPL() json.RawMessage {
+	if raw, ok := c.Experimental["mcpl"]; ok && string(raw) != "null" {
+		return raw
+	}
+	return nil
+}
+
+// Tool is one entry of tools/list.
+type Tool struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// ListToolsParams pages through tools/list.
+type ListToolsParams struct {
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ListToolsResult is one page of tools/list.
+type ListToolsResult struct {
+	Tools      []Tool `json:"tools"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// CallToolParams is a tools/call request.
+type CallToolParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// CallToolResult is a tools/call answer. Content blocks are kept raw: the
+// content layer classifies them.
+type CallToolResult struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+	IsError           bool              `json:"isError,omitempty"`
+}
+
+// TextContent is a text block.
+type TextContent struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text"`
+}
+
+// Text returns the text of every text block, joined by newlines.
+func (r CallToolResult) Text() string {
+	var out []byte
+	for _, raw := range r.Content {
+		var b struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(raw, &b) != nil || b.Type != "text" {
+			continue
+		}
+		if len(out) > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, b.Text...)
+	}
+	return string(out)
+}
+
+// TextResult returns a result holding one text block.
+func TextResult(text string, isError bool) CallToolResult {
+	b, _ := json.Marshal(TextContent{Type: "text", Text: text})
+	return CallToolResult{Content: []json.RawMessage{b}, IsError: isError}
+}

@@ -1,0 +1,61 @@
+package transport
+
+import (
+	"os"
+	"strings"
+)
+
+// baseEnvNames are the variables a server process gets from this process's
+// environment when it does not inherit the whole of it. LC_* is matched by
+// prefix.
+var baseEnvNames = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "SHELL"}
+
+// buildEnv returns the environment for a server process: this process's
+// whole environment when inherit is set, otherwise only the base variables;
+// then the configured variables (KEY=VALUE), which win over either.
+func buildEnv(parent, extra []string, inherit bool) []string {
+	var env []string
+	for _, kv := range parent {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if inherit || isBaseEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	// Later entries win in os/exec (it keeps the last of duplicates), but
+	// remove shadowed ones so the child sees each name once.
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		env = dropEnv(env, name)
+		env = append(env, kv)
+	}
+	return env
+}
+
+func isBaseEnv(name string) bool {
+	if strings.HasPrefix(name, "LC_") {
+		return true
+	}
+	for _, n := range baseEnvNames {
+		if name == n {
+			return true
+		}
+	}
+	return false
+}
+
+func dropEnv(env []string, name string) []string {
+	out := env[:0]
+	for _, kv := range env {
+		if n, _, _ := strings.Cut(kv, "="); n != name {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// parentEnv is the environment a spawn starts from; a variable so tests can
+// see what buildEnv is given.
+var parentEnv = os.Environ

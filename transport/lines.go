@@ -1,0 +1,172 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// lineReader splits a byte stream into newline-delimited messages, each at
+// most max bytes (not counting the newline or a carriage return before it).
+// Blank lines are skipped. A last line without a newline is still a message.
+type lineReader struct {
+	br  *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	if max <= 0 {
+		max = DefaultMaxMessageSize
+	}
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next non-blank line, copied.
+func (l *lineReader) next() ([]byte, error) {
+	for {
+		line, err := l.readLine()
+		if len(bytes.TrimSpace(line)) > 0 {
+			return line, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readLine reads one line. On error it may still return a final unterminated
+// line, with the error deferred to the next call by bufio itself.
+func (l *lineReader) readLine() ([]byte, error) {
+	chunk, err := l.br.ReadSlice('\n')
+	if err == nil || (err == io.EOF && len(chunk) > 0) {
+		if len(trimEOL(chunk)) > l.max {
+			return nil, &TooLargeError{Limit: l.max, Size: len(trimEOL(chunk))}
+		}
+		return bytes.Clone(trimEOL(chunk)), nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	// A line longer than the buffer: gather it, refusing it once it passes
+	// the limit rather than holding an unbounded amount.
+	buf := bytes.Clone(chunk)
+	for {
+		if len(buf) > l.max+2 {
+			return nil, &TooLargeError{Limit: l.max, Size: len(buf)}
+		}
+		chunk, err = l.br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		switch {
+		case err == nil, err == io.EOF && len(buf) > 0:
+			line := trimEOL(buf)
+			if len(line) > l.max {
+				return nil, &TooLargeError{Limit: l.max, Size: len(line)}
+			}
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, err
+		}
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	return bytes.TrimSuffix(b, []byte{'\r'})
+}
+
+// lineWriter writes one message per line, in one Write call per message so
+// that concurrent messages never interleave.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (lw *lineWriter) write(msg []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.buf = append(append(lw.buf[:0], msg...), '\n')
+	n, err := lw.w.Write(lw.buf)
+	if cap(lw.buf) > 1<<20 {
+		lw.buf = nil // do not pin a large buffer after one big message
+	}
+	return n, err
+}
+
+// LineStream is a Stream of newline-delimited messages over a reader and a
+// writer, such as a server's own stdin and stdout.
+type LineStream struct {
+	r      *lineReader
+	w      lineWriter
+	closer io.Closer
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// NewLineStream returns a Stream that reads messages from r and writes them
+// to w, one per line. maxSize bounds one message (0 means
+// DefaultMaxMessageSize). Close calls closer, if not nil.
+func NewLineStream(r io.Reader, w io.Writer, closer io.Closer, maxSize int) *LineStream {
+	return &LineStream{
+		r:      newLineReader(r, maxSize),
+		w:      lineWriter{w: w},
+		closer: closer,
+		closed: make(chan struct{}),
+	}
+}
+
+// Read implements Stream.
+func (s *LineStream) Read() ([]byte, error) {
+	msg, err := s.r.next()
+	if err != nil && s.isClosed() {
+		return nil, ErrClosed
+	}
+	return msg, err
+}
+
+// Write implements Stream. The context is not consulted once the write has
+// begun: an io.Writer offers no way to abandon it.
+func (s *LineStream) Write(ctx context.Context, msg []byte) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n, err := s.w.write(msg)
+	if err != nil && n > 0 {
+		s.Close()
+		return errors.Join(ErrPartialWrite, err)
+	}
+	return err
+}
+
+// Close implements Stream.
+func (s *LineStream) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if s.closer != nil {
+			err = s.closer.Close()
+		}
+	})
+	return err
+}
+
+// CloseInfo implements Stream; a line stream knows nothing of how it ended.
+func (s *LineStream) CloseInfo() CloseInfo { return CloseInfo{} }
+
+func (s *LineStream) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,105 @@
+// Package transport carries whole JSON-RPC messages between two peers: over a
+// subprocess's stdin and stdout, over WebSocket, or through an in-memory pipe.
+//
+// A Stream knows nothing of JSON-RPC: it frames and unframes messages, bounds
+// their size, and reports how it ended. Package wire builds the JSON-RPC peer
+// on top of it.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// DefaultMaxMessageSize bounds one message (16 MiB) unless a stream is told
+// otherwise.
+const DefaultMaxMessageSize = 16 << 20
+
+// A Stream carries messages in both directions. Read is called from one
+// goroutine at a time; Write is safe for concurrent use; Close may be called
+// at any time, from any goroutine, any number of times.
+type Stream interface {
+	// Read returns the next message, which the caller owns. When the stream
+	// has ended it returns an error: one wrapping io.EOF when the peer closed
+	// it cleanly, ErrClosed after Close, *TooLargeError for a message over the
+	// size limit (the stream is then unusable), or the transport's own error.
+	Read() ([]byte, error)
+	// Write sends one whole message. ctx bounds a write that blocks. A
+	// returned error means the message was not delivered whole; when it
+	// wraps ErrPartialWrite part of it may have reached the peer, and the
+	// stream has closed itself because its framing is lost.
+	Write(ctx context.Context, msg []byte) error
+	// Close ends the stream and releases what it holds (for a subprocess:
+	// stops it). Reads and writes then fail with ErrClosed.
+	Close() error
+	// CloseInfo says how the stream ended, as far as is known once Read
+	// has failed.
+	CloseInfo() CloseInfo
+}
+
+// ErrClosed is returned by a Stream used after Close.
+var ErrClosed = errors.New("transport: stream closed")
+
+// ErrPartialWrite marks a write that stopped part way: the peer may have
+// received some of the message, and the stream has closed.
+var ErrPartialWrite = errors.New("transport: partial write")
+
+// TooLargeError reports a message over the stream's size limit.
+type TooLargeError struct {
+	Limit int // the limit in bytes
+	Size  int // the size seen when it was refused (at least Limit+1)
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("transport: message of at least %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
+}
+
+// CloseInfo describes how a stream ended. Zero fields are unknown or do not
+// apply. It is operator detail, for the log: none of it belongs in a text an
+// agent reads.
+type CloseInfo struct {
+	// Subprocess streams.
+	Exited     bool   // the process has exited and ExitCode/Signal are known
+	ExitCode   int    // exit status, -1 when killed by a signal
+	Signal     string // the signal that ended it, if any
+	StderrTail string // the last lines it wrote to stderr
+
+	// WebSocket streams.
+	WSCode   int    // the close status code the peer sent, 0 if none
+	WSReason string // the peer's own close text
+
+	// Any stream: the transport's words for why it ended, if not clean.
+	Err string
+}
+
+// LogAttrs returns the known fields as slog attributes. The stderr tail is
+// left out: a subprocess stream logs it once, when the process exits.
+func (c CloseInfo) LogAttrs() []slog.Attr {
+	var a []slog.Attr
+	if c.Exited {
+		a = append(a, slog.Int("exit_code", c.ExitCode))
+		if c.Signal != "" {
+			a = append(a, slog.String("signal", c.Signal))
+		}
+	}
+	if c.WSCode != 0 {
+		a = append(a, slog.Int("ws_code", c.WSCode))
+	}
+	if c.WSReason != "" {
+		a = append(a, slog.String("ws_reason", c.WSReason))
+	}
+	if c.Err != "" {
+		a = append(a, slog.String("transport_error", c.Err))
+	}
+	return a
+}
+
+// loggerOr returns l, or slog.Default() when l is nil.
+func loggerOr(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}

@@ -1,0 +1,83 @@
+package transport
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+)
+
+// stderrTail keeps the last lines a process wrote to stderr: at most
+// maxLines lines and maxBytes bytes, whichever is smaller. It also logs each
+// line at debug level as it arrives.
+type stderrTail struct {
+	mu       sync.Mutex
+	lines    []string
+	size     int
+	partial  []byte
+	maxLines int
+	maxBytes int
+	log      *slog.Logger
+}
+
+const (
+	tailLines = 64
+	tailBytes = 16 << 10
+	// a single stderr line is cut at this length, so one long line cannot
+	// take the whole tail.
+	tailLineMax = 4 << 10
+)
+
+func newStderrTail(log *slog.Logger) *stderrTail {
+	return &stderrTail{maxLines: tailLines, maxBytes: tailBytes, log: log}
+}
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			t.partial = append(t.partial, p...)
+			if len(t.partial) > tailLineMax {
+				t.addLocked(string(t.partial))
+				t.partial = t.partial[:0]
+			}
+			break
+		}
+		t.partial = append(t.partial, p[:i]...)
+		t.addLocked(string(t.partial))
+		t.partial = t.partial[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (t *stderrTail) addLocked(line string) {
+	line = strings.TrimRight(line, "\r")
+	if len(line) > tailLineMax {
+		line = line[:tailLineMax] + "…"
+	}
+	t.log.Debug("server stderr", "line", line)
+	t.lines = append(t.lines, line)
+	t.size += len(line) + 1
+	for len(t.lines) > t.maxLines || (t.size > t.maxBytes && len(t.lines) > 1) {
+		t.size -= len(t.lines[0]) + 1
+		t.lines = t.lines[1:]
+	}
+}
+
+// String returns the kept lines, and any unterminated last line.
+func (t *stderrTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.Join(t.lines, "\n")
+	if len(t.partial) > 0 {
+		if s != "" {
+			s += "\n"
+		}
+		s += string(t.partial)
+	}
+	return s
+}

@@ -1,0 +1,236 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// WebSocketOptions tunes a WebSocket stream. The zero value is usable.
+type WebSocketOptions struct {
+	// Token, if set, is sent as "Authorization: Bearer <Token>" when dialing.
+	Token string
+	// Header holds further request headers for the dial.
+	Header http.Header
+	// HTTPClient dials; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// MaxMessageSize bounds one received frame, and is the WebSocket read
+	// limit (0 means DefaultMaxMessageSize).
+	MaxMessageSize int
+	// PingInterval is how often a ping is sent (0 means 30s; negative
+	// disables pings and the idle close).
+	PingInterval time.Duration
+	// IdleTimeout closes the stream when nothing, not even a pong, has
+	// arrived for this long (0 means 60s).
+	IdleTimeout time.Duration
+	// Logger receives operator detail. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// WebSocket is a Stream over a WebSocket connection: one JSON-RPC message
+// per text frame. A received frame is also split on newlines, since some
+// peers put several messages, or a trailing newline, in one frame. Binary
+// frames are ignored.
+type WebSocket struct {
+	c       *websocket.Conn
+	max     int
+	log     *slog.Logger
+	pending [][]byte // messages split from a frame, not yet returned
+
+	lastSeen  atomic.Int64 // unix nanos of the last frame or pong
+	closing   atomic.Bool
+	closeOnce sync.Once
+	ctx       context.Context // ends at Close; bounds pings
+	stop      context.CancelFunc
+	pingDone  chan struct{}
+
+	infoMu sync.Mutex
+	info   CloseInfo
+}
+
+// DialWebSocket connects to a WebSocket server at url ("ws://" or "wss://").
+func DialWebSocket(ctx context.Context, url string, opts WebSocketOptions) (*WebSocket, error) {
+	h := opts.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	if opts.Token != "" {
+		h.Set("Authorization", "Bearer "+opts.Token)
+	}
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: opts.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("transport: dial %s: %w", url, err)
+	}
+	return newWebSocket(c, opts), nil
+}
+
+// AcceptWebSocket upgrades an HTTP request to a WebSocket stream, for the
+// server side. The stream stays usable after the handler returns.
+func AcceptWebSocket(w http.ResponseWriter, r *http.Request, opts WebSocketOptions) (*WebSocket, error) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newWebSocket(c, opts), nil
+}
+
+func newWebSocket(c *websocket.Conn, opts WebSocketOptions) *WebSocket {
+	max := opts.MaxMessageSize
+	if max <= 0 {
+		max = DefaultMaxMessageSize
+	}
+	c.SetReadLimit(int64(max))
+	ws := &WebSocket{c: c, max: max, log: loggerOr(opts.Logger), pingDone: make(chan struct{})}
+	ws.ctx, ws.stop = context.WithCancel(context.Background())
+	ws.lastSeen.Store(time.Now().UnixNano())
+	interval, idle := opts.PingInterval, opts.IdleTimeout
+	if interval == 0 {
+		interval = 30 * time.Second
+	}
+	if idle <= 0 {
+		idle = 60 * time.Second
+	}
+	if interval > 0 {
+		go ws.keepAlive(interval, idle)
+	} else {
+		close(ws.pingDone)
+	}
+	return ws
+}
+
+// keepAlive pings every interval and closes the stream when nothing has
+// arrived for idle.
+func (ws *WebSocket) keepAlive(interval, idle time.Duration) {
+	defer close(ws.pingDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ws.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, ws.lastSeen.Load())) >= idle {
+			ws.log.Warn("websocket peer silent; closing", "idle", idle)
+			ws.setInfo(CloseInfo{Err: fmt.Sprintf("no frame or pong for %s", idle)})
+			ws.c.Close(websocket.StatusGoingAway, "idle")
+			return
+		}
+		ctx, cancel := context.WithTimeout(ws.ctx, idle)
+		if err := ws.c.Ping(ctx); err == nil {
+			ws.touch()
+		}
+		cancel()
+	}
+}
+
+func (ws *WebSocket) touch() { ws.lastSeen.Store(time.Now().UnixNano()) }
+
+// Read implements Stream.
+func (ws *WebSocket) Read() ([]byte, error) {
+	for {
+		if len(ws.pending) > 0 {
+			msg := ws.pending[0]
+			ws.pending = ws.pending[1:]
+			return msg, nil
+		}
+		typ, r, err := ws.c.Reader(context.Background())
+		if err != nil {
+			return nil, ws.readFailed(err, 0)
+		}
+		ws.touch()
+		if typ != websocket.MessageText {
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return nil, ws.readFailed(err, 0)
+			}
+			continue
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return nil, ws.readFailed(err, len(data))
+		}
+		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				ws.pending = append(ws.pending, trimEOL(line))
+			}
+		}
+	}
+}
+
+func (ws *WebSocket) readFailed(err error, got int) error {
+	if ws.closing.Load() {
+		return ErrClosed
+	}
+	if got >= ws.max {
+		return &TooLargeError{Limit: ws.max, Size: got + 1}
+	}
+	info := CloseInfo{}
+	if code := websocket.CloseStatus(err); code != -1 {
+		info.WSCode = int(code)
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			info.WSReason = ce.Reason
+		}
+		ws.setInfo(info)
+		return io.EOF
+	}
+	info.Err = err.Error()
+	ws.setInfo(info)
+	return err
+}
+
+func (ws *WebSocket) setInfo(info CloseInfo) {
+	ws.infoMu.Lock()
+	defer ws.infoMu.Unlock()
+	if ws.info == (CloseInfo{}) {
+		ws.info = info
+	}
+}
+
+// Write implements Stream.
+func (ws *WebSocket) Write(ctx context.Context, msg []byte) error {
+	if ws.closing.Load() {
+		return ErrClosed
+	}
+	err := ws.c.Write(ctx, websocket.MessageText, msg)
+	if err == nil {
+		return nil
+	}
+	if ws.closing.Load() {
+		return ErrClosed
+	}
+	if ctx.Err() != nil {
+		// The library closes the connection when a write's context ends
+		// part way; what reached the peer is unknown.
+		return errors.Join(ErrPartialWrite, err)
+	}
+	return err
+}
+
+// Close implements Stream: it sends a normal close and waits briefly for the
+// peer's answer.
+func (ws *WebSocket) Close() error {
+	ws.closeOnce.Do(func() {
+		ws.closing.Store(true)
+		ws.stop()
+		ws.c.Close(websocket.StatusNormalClosure, "")
+	})
+	<-ws.pingDone
+	return nil
+}
+
+// CloseInfo implements Stream.
+func (ws *WebSocket) CloseInfo() CloseInfo {
+	ws.infoMu.Lock()
+	defer ws.infoMu.Unlock()
+	return ws.info
+}

@@ -1,0 +1,283 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+)
+
+// Handler answers the other side's requests and takes its notifications.
+// The peer calls it from one goroutine, in arrival order; the next message
+// waits until it returns, so a handler with long work hands it off (see
+// Request.Defer). For a request, the returned result is the answer; an
+// *Error is sent as that JSON-RPC error; ErrMethodNotFound becomes
+// CodeMethodNotFound; any other error, or a panic, becomes CodeInternalError
+// with an operator log line. For a notification the result is ignored and
+// an error logged. A handler must not call the peer's Close itself; it may
+// start a goroutine that does.
+type Handler interface {
+	Serve(ctx context.Context, req *Request) (result any, err error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// Serve implements Handler.
+func (f HandlerFunc) Serve(ctx context.Context, req *Request) (any, error) { return f(ctx, req) }
+
+// ErrMethodNotFound answers a request for a method the handler does not know.
+var ErrMethodNotFound = errors.New("method not found")
+
+// Mux routes requests by method to handlers, and answers the rest with
+// CodeMethodNotFound.
+type Mux struct {
+	mu sync.RWMutex
+	m  map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{m: make(map[string]Handler)} }
+
+// Handle registers h for method, replacing any earlier one.
+func (x *Mux) Handle(method string, h Handler) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.m[method] = h
+}
+
+// HandleFunc registers f for method.
+func (x *Mux) HandleFunc(method string, f func(ctx context.Context, req *Request) (any, error)) {
+	x.Handle(method, HandlerFunc(f))
+}
+
+// Serve implements Handler.
+func (x *Mux) Serve(ctx context.Context, req *Request) (any, error) {
+	x.mu.RLock()
+	h := x.m[req.Method]
+	x.mu.RUnlock()
+	if h == nil {
+		return nil, ErrMethodNotFound
+	}
+	return h.Serve(ctx, req)
+}
+
+// Request is an inbound request or notification.
+type Request struct {
+	Method string
+	Params json.RawMessage
+
+	id       json.RawMessage // nil for a notification
+	peer     *Peer
+	deferred bool
+	once     sync.Once
+}
+
+// IsNotification reports whether the message expects no answer.
+func (r *Request) IsNotification() bool { return r.id == nil }
+
+// ID returns the request's id as the other side sent it (nil for a
+// notification).
+func (r *Request) ID() json.RawMessage { return r.id }
+
+// Defer hands the answer off: the handler returns at once (its return
+// values are then ignored) and whoever holds the returned function calls it
+// exactly once, from any goroutine, with the result or the error. Later
+// calls do nothing. For a notification, the function does nothing.
+func (r *Request) Defer() func(result any, err error) {
+	r.deferred = true
+	return func(result any, err error) { r.reply(result, err) }
+}
+
+// reply sends the answer once.
+func (r *Request) reply(result any, err error) {
+	if r.id == nil {
+		return
+	}
+	r.once.Do(func() { r.peer.respond(r, result, err) })
+}
+
+// respond writes the answer to an inbound request.
+func (p *Peer) respond(r *Request, result any, err error) {
+	var body []byte
+	var merr error
+	if err != nil {
+		var e *Error
+		switch {
+		case errors.As(err, &e):
+		case errors.Is(err, ErrMethodNotFound):
+			e = &Error{Code: CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
+		default:
+			p.log.Error("handler failed", slog.String("method", r.Method),
+				slog.String("id", boundForLog(string(r.id), 64)), slog.String("error", err.Error()))
+			e = &Error{Code: CodeInternalError, Message: "internal error"}
+		}
+		body, merr = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: e})
+	} else {
+		var raw json.RawMessage
+		raw, merr = marshalParams(result)
+		if merr == nil {
+			if raw == nil {
+				raw = json.RawMessage("null")
+			}
+			body, merr = json.Marshal(outResult{JSONRPC: "2.0", ID: r.id, Result: raw})
+		}
+	}
+	if merr != nil {
+		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
+		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &Error{Code: CodeInternalError, Message: "internal error"}})
+	}
+	if werr := p.s.Write(p.ctx, body); werr != nil && p.ctx.Err() == nil {
+		p.log.Warn("answer not written", slog.String("method", r.Method), slog.String("error", werr.Error()))
+	}
+}
+
+// enqueue queues an inbound message for the handler, or refuses it when the
+// queue is full.
+func (p *Peer) enqueue(r *Request) {
+	if p.inbox.push(r) {
+		return
+	}
+	if r.IsNotification() {
+		p.log.Warn("inbound queue full; notification dropped", slog.String("method", r.Method))
+		return
+	}
+	p.log.Warn("inbound queue full; request refused", slog.String("method", r.Method))
+	r.reply(nil, &Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
+}
+
+// dispatch runs the handler on queued messages, in order, until the
+// connection ends.
+func (p *Peer) dispatch() {
+	defer p.inbox.finished()
+	for {
+		r, ok := p.inbox.pop()
+		if !ok {
+			return
+		}
+		p.handle(r)
+	}
+}
+
+func (p *Peer) handle(r *Request) {
+	var (
+		result any
+		err    error
+	)
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				p.log.Error("handler panicked", slog.String("method", r.Method),
+					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+				result, err = nil, fmt.Errorf("panic: %v", v)
+				r.deferred = false
+			}
+		}()
+		result, err = p.handler.Serve(p.ctx, r)
+	}()
+	if r.IsNotification() {
+		if err != nil && !errors.Is(err, ErrMethodNotFound) {
+			p.log.Warn("notification handler failed", slog.String("method", r.Method), slog.String("error", err.Error()))
+		}
+		return
+	}
+	if !r.deferred {
+		r.reply(result, err)
+	}
+}
+
+// inbox is an unbounded-looking, bounded queue between the reader and the
+// dispatcher: push never blocks.
+type inbox struct {
+	mu     sync.Mutex
+	items  []*Request
+	max    int
+	ready  chan struct{} // signalled when items arrive
+	closed bool
+	done   chan struct{} // closed when the dispatcher has finished
+}
+
+func (q *inbox) init(max int) {
+	q.max = max
+	q.ready = make(chan struct{}, 1)
+	q.done = make(chan struct{})
+}
+
+func (q *inbox) push(r *Request) bool {
+	q.mu.Lock()
+	if q.closed || len(q.items) >= q.max {
+		q.mu.Unlock()
+		return q.closed // a closed queue swallows quietly
+	}
+	q.items = append(q.items, r)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (q *inbox) pop() (*Request, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			r := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return r, true
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return nil, false
+		}
+		q.mu.Unlock()
+		<-q.ready
+	}
+}
+
+// close stops the queue taking more; discard drops what it holds, else pop
+// returns it first.
+func (q *inbox) close(discard bool) {
+	q.mu.Lock()
+	q.closed = true
+	if discard {
+		q.items = nil
+	}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *inbox) finished() { close(q.done) }
+func (q *inbox) wait()     { <-q.done }
+
+// noiseLog logs skipped lines at debug level, boundedly: the first few in
+// full (cut to a short excerpt), then only a count.
+type noiseLog struct {
+	n int
+}
+
+const noiseLogged = 20
+
+func (l *noiseLog) skip(log *slog.Logger, msg []byte) {
+	l.n++
+	switch {
+	case l.n <= noiseLogged:
+		log.Debug("skipped a line that is not a JSON-RPC message", slog.String("line", boundForLog(string(msg), 120)))
+	case l.n == noiseLogged+1:
+		log.Debug("skipping further lines that are not JSON-RPC messages without logging each")
+	}
+}
+
+func (l *noiseLog) flush(log *slog.Logger) {
+	if l.n > noiseLogged {
+		log.Debug("lines skipped as not JSON-RPC messages", slog.Int("count", l.n))
+	}
+}

@@ -1,0 +1,170 @@
+// Package wire is a JSON-RPC 2.0 peer over a transport.Stream. It is
+// symmetric: the host and the server SDK both use it, and it knows nothing of
+// MCP or MCPL.
+//
+// Messages are routed by shape alone: "method" with "id" is a request from
+// the other side, "method" alone a notification, and "result" or "error"
+// without "method" the answer to one of this side's requests. The other
+// side's request ids are never matched against this side's, so two id spaces
+// that collide (as real servers' do) cannot cross.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// JSON-RPC error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	// CodeOverloaded refuses a request when the inbound queue is full.
+	CodeOverloaded = -32000
+)
+
+// Error is a JSON-RPC error object. A handler returns one to answer a request
+// with that error.
+type Error struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// NewError returns an Error with data marshalled from data (nil for none).
+func NewError(code int64, message string, data any) *Error {
+	e := &Error{Code: code, Message: message}
+	if data != nil {
+		if b, err := json.Marshal(data); err == nil {
+			e.Data = b
+		}
+	}
+	return e
+}
+
+// envelope is any JSON-RPC message as read. Every field is optional here;
+// kind decides what the message is.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+type msgKind int
+
+const (
+	kindNoise msgKind = iota
+	kindRequest
+	kindNotification
+	kindResponse
+)
+
+// parse decodes one message and says what it is. Anything that is not a JSON
+// object with a JSON-RPC shape is noise.
+func parse(b []byte) (envelope, msgKind) {
+	var env envelope
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return env, kindNoise
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return env, kindNoise
+	}
+	switch {
+	case env.Method != "" && env.ID != nil:
+		return env, kindRequest
+	case env.Method != "":
+		return env, kindNotification
+	case env.ID != nil && (env.Result != nil || env.Error != nil):
+		return env, kindResponse
+	}
+	return env, kindNoise
+}
+
+// ourID reads the id of an answer as one of this side's ids: a JSON number,
+// or a string holding one (some peers echo ids as strings).
+func ourID(raw json.RawMessage) (int64, bool) {
+	s := string(bytes.TrimSpace(raw))
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
+}
+
+// errorObject reads an answer's error leniently: an object with code and
+// message as the spec says, or whatever else a peer put there, kept as words.
+func errorObject(raw json.RawMessage) *Error {
+	var obj struct {
+		Code    json.Number     `json:"code"`
+		Message json.RawMessage `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return &Error{Code: CodeInternalError, Message: s}
+		}
+		return &Error{Code: CodeInternalError, Message: ""}
+	}
+	e := &Error{Data: obj.Data}
+	if c, err := obj.Code.Int64(); err == nil {
+		e.Code = c
+	} else if f, err := obj.Code.Float64(); err == nil {
+		e.Code = int64(f)
+	}
+	var msg string
+	if json.Unmarshal(obj.Message, &msg) == nil {
+		e.Message = msg
+	} else if len(obj.Message) > 0 && string(obj.Message) != "null" {
+		e.Message = string(obj.Message)
+	}
+	return e
+}
+
+// Outbound messages. Writers send only what JSON-RPC defines.
+
+type outRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      int64           `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+type outNotification struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+type outResult struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+}
+
+type outError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   *Error          `json:"error"`
+}
+
+// marshalParams encodes params; json.RawMessage passes through as it is.
+func marshalParams(params any) (json.RawMessage, error) {
+	switch p := params.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return p, nil
+	default:
+		return json.Marshal(p)
+	}
+}

@@ -1,0 +1,509 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// Options configures a Peer. The zero value is usable: no name, no handler
+// (every inbound request is answered "method not found"), no deadline.
+type Options struct {
+	// Name is the peer's id, as agents know it ("discord"): it names the
+	// other side in every text a failed call returns, and tags log lines.
+	Name string
+	// Handler receives inbound requests and notifications, in arrival
+	// order. Nil answers every request with CodeMethodNotFound.
+	Handler Handler
+	// Logger receives operator detail. Nil means slog.Default().
+	Logger *slog.Logger
+	// Timeout is the default deadline of a Call; 0 means none. A call can
+	// override it with WithTimeout.
+	Timeout time.Duration
+	// Reconnecting reports whether this host will reconnect to the peer
+	// when the connection drops. It is asked when a call fails on a closed
+	// connection, to pick the text. Nil means it will not.
+	Reconnecting func() bool
+	// MaxQueued bounds the inbound requests and notifications waiting for
+	// the handler (0 means 4096). Beyond it a request is refused with
+	// CodeOverloaded and a notification dropped, each with a log line; the
+	// reader never blocks, so answers to this side's calls keep flowing.
+	MaxQueued int
+}
+
+// Peer is one end of a JSON-RPC connection.
+type Peer struct {
+	s       transport.Stream
+	name    string
+	log     *slog.Logger
+	timeout time.Duration
+	recon   func() bool
+	handler Handler
+
+	nextID atomic.Int64
+
+	mu         sync.Mutex
+	pending    map[int64]*pendingCall
+	abandoned  abandonedSet
+	closed     bool
+	byHost     bool  // this host closed the connection
+	closeCause error // why the connection ended
+
+	inbox     inbox
+	ctx       context.Context // ends when the connection does; handlers get it
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the reader and dispatcher are done
+	readDone  chan struct{}
+	noise     noiseLog
+	closeOnce sync.Once
+}
+
+type pendingCall struct {
+	method string
+	ch     chan answer
+}
+
+// answer is what ends a pending call: an answer from the peer, or the
+// connection's end (closed set).
+type answer struct {
+	result json.RawMessage
+	err    *Error
+	closed bool
+	byHost bool
+}
+
+// NewPeer starts a peer on s and begins reading. The peer owns s: it closes
+// it when the connection ends.
+func NewPeer(s transport.Stream, opts Options) *Peer {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Name != "" {
+		log = log.With("server", opts.Name)
+	}
+	h := opts.Handler
+	if h == nil {
+		h = HandlerFunc(func(context.Context, *Request) (any, error) { return nil, ErrMethodNotFound })
+	}
+	recon := opts.Reconnecting
+	if recon == nil {
+		recon = func() bool { return false }
+	}
+	max := opts.MaxQueued
+	if max <= 0 {
+		max = 4096
+	}
+	p := &Peer{
+		s:        s,
+		name:     opts.Name,
+		log:      log,
+		timeout:  opts.Timeout,
+		recon:    recon,
+		handler:  h,
+		pending:  make(map[int64]*pendingCall),
+		done:     make(chan struct{}),
+		readDone: make(chan struct{}),
+	}
+	p.inbox.init(max)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.read()
+	go p.dispatch()
+	return p
+}
+
+// Name returns the peer's name.
+func (p *Peer) Name() string { return p.name }
+
+// Done is closed when the connection has ended and the peer's goroutines
+// have finished.
+func (p *Peer) Done() <-chan struct{} { return p.done }
+
+// Err returns why the connection ended (nil while it is open): ErrHostClosed
+// after Close, io.EOF when the peer closed it cleanly, or the transport's
+// error.
+func (p *Peer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closeCause
+}
+
+// ClosedByHost reports whether this side closed the connection (by Close,
+// or because the peer sent a message over the size limit).
+func (p *Peer) ClosedByHost() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed && p.byHost
+}
+
+// CloseInfo returns the transport's account of how the connection ended.
+func (p *Peer) CloseInfo() transport.CloseInfo { return p.s.CloseInfo() }
+
+// ErrHostClosed is Err after this side closed the connection.
+var ErrHostClosed = errors.New("wire: connection closed by this host")
+
+// Close closes the connection. Pending calls fail with the "this host closed
+// its connection" texts, and inbound messages still queued are dropped. It
+// waits for the transport to close (for a subprocess, for it to exit) and
+// for the peer's goroutines to finish. It must not be called from a Handler.
+func (p *Peer) Close() error {
+	p.shutdown(ErrHostClosed, true)
+	// Whether or not the connection had already ended, stop now.
+	p.cancel()
+	p.inbox.close(true)
+	p.s.Close()
+	<-p.done
+	return nil
+}
+
+// shutdown marks the connection closed and fails every pending call. The
+// first caller's cause stands. When this host closes, the stream closes at
+// once and queued inbound messages are dropped; when the peer ends the
+// connection, the handler first finishes what was already received (its
+// answers are written while the stream still takes them), then the stream
+// closes.
+func (p *Peer) shutdown(cause error, byHost bool) {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.byHost = byHost
+		p.closeCause = cause
+		pending := p.pending
+		p.pending = nil
+		p.mu.Unlock()
+		if len(pending) > 0 {
+			p.logPendingAtClose(pending, byHost)
+		}
+		for _, pc := range pending {
+			pc.ch <- answer{closed: true, byHost: byHost}
+		}
+		if byHost {
+			p.cancel()
+			p.inbox.close(true)
+			p.s.Close()
+		} else {
+			p.inbox.close(false)
+		}
+		go func() {
+			<-p.readDone
+			p.inbox.wait()
+			p.cancel()
+			p.s.Close()
+			close(p.done)
+		}()
+	})
+}
+
+func (p *Peer) logPendingAtClose(pending map[int64]*pendingCall, byHost bool) {
+	reqs := make([]string, 0, len(pending))
+	for id, pc := range pending {
+		reqs = append(reqs, fmt.Sprintf("%s#%d", pc.method, id))
+	}
+	if byHost {
+		p.log.Warn("this host closed the connection with requests pending",
+			slog.Bool("closed_by_host", true), slog.Any("unanswered", reqs))
+		return
+	}
+	attrs := []any{slog.Bool("closed_by_host", false), slog.Any("unanswered", reqs)}
+	for _, a := range p.s.CloseInfo().LogAttrs() {
+		attrs = append(attrs, a)
+	}
+	p.log.Warn("connection closed with requests pending", attrs...)
+}
+
+// read is the one goroutine that reads the stream. It answers this side's
+// calls itself and queues everything else for dispatch, so that a slow
+// handler never holds up an answer.
+func (p *Peer) read() {
+	defer close(p.readDone)
+	for {
+		msg, err := p.s.Read()
+		if err != nil {
+			p.readFailed(err)
+			return
+		}
+		env, kind := parse(msg)
+		switch kind {
+		case kindResponse:
+			p.answer(env)
+		case kindRequest, kindNotification:
+			p.enqueue(&Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p})
+		default:
+			p.noise.skip(p.log, msg)
+		}
+	}
+}
+
+func (p *Peer) readFailed(err error) {
+	var tl *transport.TooLargeError
+	switch {
+	case errors.As(err, &tl):
+		p.log.Error("message over the size limit; closing the connection",
+			slog.Int("limit_bytes", tl.Limit), slog.Int("seen_bytes", tl.Size))
+		p.shutdown(err, true)
+	case errors.Is(err, transport.ErrClosed):
+		p.shutdown(ErrHostClosed, true)
+	default:
+		p.shutdown(err, false)
+	}
+	p.noise.flush(p.log)
+}
+
+// answer routes a response to the call waiting for it.
+func (p *Peer) answer(env envelope) {
+	id, ok := ourID(env.ID)
+	p.mu.Lock()
+	var pc *pendingCall
+	if ok {
+		pc = p.pending[id]
+		delete(p.pending, id)
+	}
+	late := ok && pc == nil && p.abandoned.has(id)
+	p.mu.Unlock()
+	if pc == nil {
+		if late {
+			p.log.Debug("late answer to an abandoned request dropped", slog.Int64("id", id))
+		} else {
+			p.log.Debug("answer to no request of ours dropped", slog.String("id", boundForLog(string(env.ID), 64)))
+		}
+		return
+	}
+	a := answer{result: env.Result}
+	if env.Error != nil {
+		a.err = errorObject(env.Error)
+	}
+	pc.ch <- a
+}
+
+// CallOption adjusts one call.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	timeout time.Duration
+}
+
+// WithTimeout sets this call's deadline, overriding the peer's default; 0
+// means none.
+func WithTimeout(d time.Duration) CallOption {
+	return func(o *callOpts) { o.timeout = d }
+}
+
+// Call sends a request and waits for its answer, decoding the result into
+// result (unless result is nil). A failure is a *CallError, whose Outcome
+// says what is known of the request's effect and whose Error text is what
+// an agent reads.
+func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) error {
+	o := callOpts{timeout: p.timeout}
+	for _, f := range opts {
+		f(&o)
+	}
+	raw, err := marshalParams(params)
+	if err != nil {
+		return fmt.Errorf("wire: encode params of %s: %w", method, err)
+	}
+	id := p.nextID.Add(1)
+	body, err := json.Marshal(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: raw})
+	if err != nil {
+		return fmt.Errorf("wire: encode %s: %w", method, err)
+	}
+	ce := &CallError{Server: p.name, Method: method, ID: id}
+
+	pc := &pendingCall{method: method, ch: make(chan answer, 1)}
+	p.mu.Lock()
+	if p.closed {
+		byHost := p.byHost
+		p.mu.Unlock()
+		return p.notSentClosed(ce, byHost)
+	}
+	p.pending[id] = pc
+	p.mu.Unlock()
+
+	cctx := ctx
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if err := p.s.Write(cctx, body); err != nil {
+		return p.writeFailed(ce, err, ctx, o.timeout)
+	}
+
+	select {
+	case a := <-pc.ch:
+		return p.finish(ce, a, result)
+	case <-cctx.Done():
+	}
+	// Abandoned, unless the answer raced in.
+	p.mu.Lock()
+	if p.pending[id] == nil {
+		p.mu.Unlock()
+		return p.finish(ce, <-pc.ch, result)
+	}
+	delete(p.pending, id)
+	p.abandoned.add(id)
+	p.mu.Unlock()
+	ce.Outcome, ce.Err = NoResponse, cctx.Err()
+	if ctx.Err() == nil {
+		ce.Cause, ce.Timeout = CauseDeadline, o.timeout
+		p.log.Warn("request deadline passed; abandoned here",
+			slog.String("method", method), slog.Int64("id", id), slog.Int64("ms", o.timeout.Milliseconds()))
+		return ce
+	}
+	ce.Cause = CauseCanceled
+	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
+	return ce
+}
+
+func (p *Peer) notSentClosed(ce *CallError, byHost bool) error {
+	ce.Outcome = NotSent
+	if byHost {
+		ce.Cause = CauseHostClosed
+	} else {
+		ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
+	}
+	return ce
+}
+
+// writeFailed turns a failed write into the call's error.
+func (p *Peer) writeFailed(ce *CallError, err error, ctx context.Context, timeout time.Duration) error {
+	p.mu.Lock()
+	_, stillPending := p.pending[ce.ID]
+	delete(p.pending, ce.ID)
+	closed, byHost := p.closed, p.byHost
+	p.mu.Unlock()
+	if !stillPending {
+		// The connection closed while the write was under way: the close
+		// has already answered this call.
+		closed = true
+	}
+	ce.Err = err
+	switch {
+	case errors.Is(err, transport.ErrPartialWrite):
+		// Part of the request may have reached the peer, and the stream
+		// closed itself: the outcome is unknown.
+		ce.Outcome = NoResponse
+		if ctx.Err() == nil && timeout > 0 {
+			ce.Cause, ce.Timeout = CauseDeadline, timeout
+		} else if ctx.Err() != nil {
+			ce.Cause = CauseCanceled
+		} else {
+			ce.Cause = CauseHostClosed
+		}
+		p.log.Warn("request written in part; the connection is closed",
+			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
+		p.shutdown(err, true)
+		return ce
+	case closed || errors.Is(err, transport.ErrClosed):
+		return p.notSentClosed(ce, byHost)
+	}
+	ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
+	p.log.Warn("request not written: the transport refused it",
+		slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
+	return ce
+}
+
+// finish turns an answer into the call's result or error.
+func (p *Peer) finish(ce *CallError, a answer, result any) error {
+	switch {
+	case a.closed:
+		ce.Outcome = NoResponse
+		if a.byHost {
+			ce.Cause = CauseHostClosed
+		} else {
+			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
+		}
+		return ce
+	case a.err != nil:
+		ce.Outcome, ce.Cause = ErrorResponse, CauseErrorAnswer
+		ce.Code, ce.Message, ce.Data = a.err.Code, a.err.Message, a.err.Data
+		p.log.Info("server answered with an error",
+			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.Int64("code", a.err.Code),
+			slog.String("message", boundForLog(a.err.Message, 500)))
+		return ce
+	}
+	if result == nil {
+		return nil
+	}
+	if raw, ok := result.(*json.RawMessage); ok {
+		*raw = append((*raw)[:0], a.result...)
+		return nil
+	}
+	if err := json.Unmarshal(a.result, result); err != nil {
+		ce.Outcome, ce.Cause, ce.Err = BadResponse, CauseBadAnswer, err
+		p.log.Warn("server's answer could not be decoded",
+			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
+		return ce
+	}
+	return nil
+}
+
+// Notify sends a notification. A notification on a closed connection is
+// not sent and returns the same *CallError a call would.
+func (p *Peer) Notify(ctx context.Context, method string, params any) error {
+	raw, err := marshalParams(params)
+	if err != nil {
+		return fmt.Errorf("wire: encode params of %s: %w", method, err)
+	}
+	body, err := json.Marshal(outNotification{JSONRPC: "2.0", Method: method, Params: raw})
+	if err != nil {
+		return fmt.Errorf("wire: encode %s: %w", method, err)
+	}
+	ce := &CallError{Server: p.name, Method: method}
+	p.mu.Lock()
+	closed, byHost := p.closed, p.byHost
+	p.mu.Unlock()
+	if closed {
+		return p.notSentClosed(ce, byHost)
+	}
+	if err := p.s.Write(ctx, body); err != nil {
+		ce.Err = err
+		if errors.Is(err, transport.ErrClosed) {
+			return p.notSentClosed(ce, p.ClosedByHost())
+		}
+		ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
+		if errors.Is(err, transport.ErrPartialWrite) {
+			ce.Outcome, ce.Cause = NoResponse, CauseHostClosed
+			p.shutdown(err, true)
+		}
+		p.log.Warn("notification not written", slog.String("method", method), slog.String("error", err.Error()))
+		return ce
+	}
+	return nil
+}
+
+// abandonedSet remembers the ids of recently abandoned calls, so a late
+// answer is told apart from a stray one in the log. It is bounded.
+type abandonedSet struct {
+	ids  map[int64]struct{}
+	ring []int64
+	next int
+}
+
+const abandonedKeep = 4096
+
+func (a *abandonedSet) add(id int64) {
+	if a.ids == nil {
+		a.ids = make(map[int64]struct{})
+		a.ring = make([]int64, 0, abandonedKeep)
+	}
+	if len(a.ring) < abandonedKeep {
+		a.ring = append(a.ring, id)
+	} else {
+		delete(a.ids, a.ring[a.next])
+		a.ring[a.next] = id
+		a.next = (a.next + 1) % abandonedKeep
+	}
+	a.ids[id] = struct{}{}
+}
+
+func (a *abandonedSet) has(id int64) bool {
+	_, ok := a.ids[id]
+	return ok
+}
