@@ -33,6 +33,7 @@ func main() {
 		ignoreSigterm bool
 	)
 	flag.StringVar(&cfg.Name, "name", "testserver", "serverInfo name")
+	nameFromEnv := flag.String("name-from-env", "", "use this environment variable's value (or \"unset\") as the serverInfo name")
 	flag.StringVar(&mcpl, "mcpl", "", "raw experimental.mcpl advertisement (JSON)")
 	flag.IntVar(&cfg.CrashAfter, "crash-after", 0, "exit with status 3 on the Nth request")
 	flag.Var(&banner, "banner", "a raw line to print before anything else (repeatable)")
@@ -44,6 +45,12 @@ func main() {
 	flag.BoolVar(&ignoreSigterm, "ignore-sigterm", false, "ignore SIGTERM")
 	flag.Parse()
 	cfg.Banner = banner
+	if *nameFromEnv != "" {
+		cfg.Name = "unset"
+		if v, ok := os.LookupEnv(*nameFromEnv); ok {
+			cfg.Name = v
+		}
+	}
 	if mcpl != "" {
 		if !json.Valid([]byte(mcpl)) {
 			fmt.Fprintln(os.Stderr, "testserver: -mcpl is not JSON")

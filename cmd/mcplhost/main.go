@@ -1,0 +1,49 @@
+// Command mcplhost is the mcpl-go host's command line.
+//
+//	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
+//	mcplhost probe [flags] --url ws://HOST:PORT/PATH
+//
+// Exit status: 0 for success, 1 for a failure the command reports, 2 for a
+// usage error.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: mcplhost <command> [flags]
+
+commands:
+  probe    connect to one MCPL or MCP server, report what it offers, call its tools
+
+Run 'mcplhost <command> -h' for a command's flags.
+`
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "probe":
+		return runProbe(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "mcplhost: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"go.uber.org/goleak"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+)
+
+// leakCheckedM runs the tests, then removes the built test server and
+// checks that no goroutine outlived them.
+type leakCheckedM struct{ m *testing.M }
+
+func (l leakCheckedM) Run() int {
+	code := l.m.Run()
+	testserver.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(testscript.RunMain(leakCheckedM{m}, map[string]func() int{
+		"mcplhost": func() int { return run(os.Args[1:], os.Stdout, os.Stderr) },
+	}))
+}
+
+// TestScripts runs the command-line scripts in testdata/script: each runs
+// mcplhost against the real test server and compares what it prints.
+func TestScripts(t *testing.T) {
+	bin := testserver.Binary(t)
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("TESTSERVER", bin)
+			return nil
+		},
+	})
+}

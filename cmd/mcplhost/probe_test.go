@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestExitCodes(t *testing.T) {
+	ts := testserver.Binary(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no command", nil, exitUsage},
+		{"unknown command", []string{"nope"}, exitUsage},
+		{"probe without server", []string{"probe"}, exitUsage},
+		{"call without json", []string{"probe", "--call", "echo", "--", ts}, exitUsage},
+		{"bad timeout", []string{"probe", "--timeout", "-1s", "--", ts}, exitUsage},
+		{"token-env without url", []string{"probe", "--token-env", "T", "--", ts}, exitUsage},
+		{"help", []string{"probe", "--help"}, exitOK},
+		{"handshake works", []string{"probe", "--", ts}, exitOK},
+		{"handshake works, call fails", []string{"probe", "--call", "fail", `{"message":"no"}`, "--", ts}, exitOK},
+		{"command missing", []string{"probe", "--", "/nonexistent/server"}, exitFail},
+		{"server exits before answering", []string{"probe", "--", "sh", "-c", "exit 3"}, exitFail},
+		{"server answers initialize with an error", []string{"probe", "--", ts, "-crash-after", "1"}, exitFail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tc.args...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.want, stderr)
+			}
+			if code == exitFail && strings.Count(strings.TrimSpace(stderr), "\n") > 0 && !strings.Contains(stderr, "level=") {
+				t.Errorf("a failed handshake should print one line, got:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestProbeJSON(t *testing.T) {
+	ts := testserver.Binary(t)
+	code, stdout, stderr := runCLI("probe", "--json", "--id", "chat",
+		"--call", "echo", `{"text":"hi"}`,
+		"--call", "fail", `{"message":""}`,
+		"--", ts, "-mcpl", `{"version":"0.5","pushEvents":true}`)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	var got struct {
+		Server map[string]string `json:"server"`
+		MCPL   json.RawMessage   `json:"mcpl"`
+		Tools  []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		Calls []probeResult `json:"calls"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	if diff := cmp.Diff(map[string]string{"name": "testserver", "version": "1.0.0", "protocolVersion": "2024-11-05"}, got.Server); diff != "" {
+		t.Errorf("server (-want +got):\n%s", diff)
+	}
+	var mcpl map[string]any
+	if err := json.Unmarshal(got.MCPL, &mcpl); err != nil || mcpl["version"] != "0.5" || mcpl["pushEvents"] != true {
+		t.Errorf("mcpl = %s, want the advertisement as sent", got.MCPL)
+	}
+	if len(got.Tools) != len(testserver.Tools) || got.Tools[0].Name != "echo" {
+		t.Errorf("tools = %v, want the test server's %d tools", got.Tools, len(testserver.Tools))
+	}
+	want := []probeResult{
+		{Name: "echo", OK: true, Text: "hi"},
+		{Name: "fail", OK: false, Text: `The "chat" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`},
+	}
+	if diff := cmp.Diff(want, got.Calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestProbeJSONPlainServer(t *testing.T) {
+	code, stdout, stderr := runCLI("probe", "--json", "--", testserver.Binary(t), "-no-server-info")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"server", "mcpl"} {
+		if string(got[k]) != "null" {
+			t.Errorf("%s = %s, want null", k, got[k])
+		}
+	}
+	if string(got["calls"]) != "[]" {
+		t.Errorf("calls = %s, want []", got["calls"])
+	}
+}
+
+// startWebSocketServer runs the test server on 127.0.0.1 and returns its URL.
+func startWebSocketServer(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(testserver.Binary(t), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the server's URL: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func TestProbeWebSocket(t *testing.T) {
+	url := startWebSocketServer(t)
+	code, stdout, stderr := runCLI("probe", "--id", "ws", "--url", url,
+		"--call", "echo", `{"text":"over websocket"}`,
+		"--call", "fail", `{"message":"refused"}`,
+		"--call", "exit", `{"code":1}`,
+		"--call", "echo", `{"text":"after"}`)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"call echo: ok\nover websocket\n",
+		`call fail: error: The "ws" server answered with an error: refused` + "\n",
+		`call exit: error: The connection to the "ws" server closed before it answered, so whether the request took effect is unknown. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.` + "\n",
+		`call echo: error: The request wasn't sent: the connection to the "ws" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.` + "\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestProbeTokenEnvUnset(t *testing.T) {
+	code, _, stderr := runCLI("probe", "--url", "ws://127.0.0.1:1/", "--token-env", "MCPL_TEST_TOKEN_THAT_IS_NOT_SET")
+	if code != exitFail || !strings.Contains(stderr, "MCPL_TEST_TOKEN_THAT_IS_NOT_SET, named by --token-env, is not set") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestProbeEcho runs the README's main command's server, examples/echo,
+// built from source, through probe.
+func TestProbeEcho(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "echo")
+	build := exec.Command("go", "build", "-o", bin, "../../examples/echo")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/echo: %v\n%s", err, out)
+	}
+	code, stdout, stderr := runCLI("probe", "--call", "echo", `{"text":"hello, echo"}`, "--", bin)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	want := `server "server": echo 0.1.0 (protocol 2024-11-05)
+mcpl: {"version":"0.5"}
+tools (1):
+  echo: Answers with the text it is given.
+call echo: ok
+hello, echo
+`
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+	if stderr != "" {
+		t.Errorf("stderr = %q, want nothing", stderr)
+	}
+}
+
+// TestProbeEnvironment checks that the server gets no variable outside the
+// base list unless --inherit-env is given.
+func TestProbeEnvironment(t *testing.T) {
+	t.Setenv("MCPL_PROBE_SECRET", "s3cret")
+	ts := testserver.Binary(t)
+	code, stdout, stderr := runCLI("probe", "--", ts, "-name-from-env", "MCPL_PROBE_SECRET")
+	if code != exitOK || !strings.Contains(stdout, `server "server": unset 1.0.0`) {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI("probe", "--inherit-env", "--", ts, "-name-from-env", "MCPL_PROBE_SECRET")
+	if code != exitOK || !strings.Contains(stdout, `server "server": s3cret 1.0.0`) {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

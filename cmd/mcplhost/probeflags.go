@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// probeFlags is what `mcplhost probe` was asked to do.
+type probeFlags struct {
+	id         string
+	timeout    time.Duration
+	json       bool
+	calls      []probeCall
+	url        string
+	tokenEnv   string
+	inheritEnv bool
+	verbose    bool
+	command    []string
+	help       bool
+}
+
+type probeCall struct {
+	tool string
+	args json.RawMessage
+}
+
+const probeUsage = `usage: mcplhost probe [flags] -- COMMAND ARGS...
+       mcplhost probe [flags] --url ws://HOST:PORT/PATH
+
+Connects to one server (a subprocess over stdio, or a WebSocket URL), runs the
+MCP handshake, lists its tools, makes each --call, and prints a report.
+
+flags:
+  --id NAME           the server's name in texts (default "server")
+  --timeout D         the deadline of each request (default 60s; 0 for none)
+  --json              print the report as one JSON object
+  --call TOOL JSON    call TOOL with JSON arguments (repeatable, in order)
+  --url URL           connect over WebSocket instead of running a command
+  --token-env NAME    send the bearer token held in environment variable NAME (with --url)
+  --inherit-env       give the command this process's whole environment
+  -v, --verbose       log operator detail (debug level) to stderr
+
+Exit status: 0 when the handshake worked, 1 when it did not, 2 for usage errors.
+`
+
+// parseProbeFlags reads probe's arguments. --call takes two values, which
+// the standard flag package cannot express, so flags are read here by hand;
+// each may be written with one dash or two, and with "=value".
+func parseProbeFlags(args []string) (probeFlags, error) {
+	f := probeFlags{id: "server", timeout: 60 * time.Second}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			f.command = args[i+1:]
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			return f, fmt.Errorf("unexpected argument %q: put the server's command after --", a)
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		next := func() (string, error) {
+			if hasVal {
+				return val, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		var err error
+		switch name {
+		case "id":
+			f.id, err = next()
+			if err == nil && f.id == "" {
+				err = errors.New("--id must not be empty")
+			}
+		case "timeout":
+			var s string
+			if s, err = next(); err == nil {
+				f.timeout, err = time.ParseDuration(s)
+				if err == nil && f.timeout < 0 {
+					err = errors.New("--timeout must not be negative")
+				}
+				if err != nil {
+					err = fmt.Errorf("--timeout %q: %v", s, err)
+				}
+			}
+		case "json":
+			f.json = true
+		case "url":
+			f.url, err = next()
+		case "token-env":
+			f.tokenEnv, err = next()
+		case "inherit-env":
+			f.inheritEnv = true
+		case "v", "verbose":
+			f.verbose = true
+		case "h", "help":
+			f.help = true
+		case "call":
+			if hasVal {
+				return f, errors.New("--call takes two arguments: --call TOOL JSON")
+			}
+			if i+2 >= len(args) {
+				return f, errors.New("--call takes two arguments: --call TOOL JSON")
+			}
+			c := probeCall{tool: args[i+1], args: json.RawMessage(args[i+2])}
+			i += 2
+			if !json.Valid(c.args) {
+				return f, fmt.Errorf("--call %s: the arguments are not valid JSON: %s", c.tool, c.args)
+			}
+			f.calls = append(f.calls, c)
+		default:
+			return f, fmt.Errorf("unknown flag %s", a)
+		}
+		if err != nil {
+			return f, err
+		}
+	}
+	if f.help {
+		return f, nil
+	}
+	switch {
+	case f.url == "" && len(f.command) == 0:
+		return f, errors.New("give the server's command after --, or --url")
+	case f.url != "" && len(f.command) > 0:
+		return f, errors.New("give either a command after -- or --url, not both")
+	case f.tokenEnv != "" && f.url == "":
+		return f, errors.New("--token-env applies only with --url")
+	}
+	return f, nil
+}
