@@ -15,6 +15,10 @@ import (
 type lineReader struct {
 	br  *bufio.Reader
 	max int
+	// tooLarge, once set, is returned by every later call: after an
+	// oversize line the reader may be part way through it, and what follows
+	// is not a message.
+	tooLarge *TooLargeError
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -26,12 +30,19 @@ func newLineReader(r io.Reader, max int) *lineReader {
 
 // next returns the next non-blank line, copied.
 func (l *lineReader) next() ([]byte, error) {
+	if l.tooLarge != nil {
+		return nil, l.tooLarge
+	}
 	for {
 		line, err := l.readLine()
 		if len(bytes.TrimSpace(line)) > 0 {
 			return line, nil
 		}
 		if err != nil {
+			var tl *TooLargeError
+			if errors.As(err, &tl) {
+				l.tooLarge = tl
+			}
 			return nil, err
 		}
 	}
@@ -123,6 +134,9 @@ func NewLineStream(r io.Reader, w io.Writer, closer io.Closer, maxSize int) *Lin
 
 // Read implements Stream.
 func (s *LineStream) Read() ([]byte, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
 	msg, err := s.r.next()
 	if err != nil && s.isClosed() {
 		return nil, ErrClosed

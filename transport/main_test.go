@@ -1,0 +1,40 @@
+package transport_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// TestMain removes the built test server and then checks that no test left
+// a goroutine behind (a Process's wait goroutine, a WebSocket's pinger, a
+// server handler).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The helpers shared with the tests inside the package.
+var (
+	discardLogger = transport.DiscardLogger
+	readWithin    = transport.ReadWithin
+	readUntilErr  = transport.ReadUntilErr
+	testCtx       = transport.TestCtx
+	tooLarge      = transport.IsTooLarge
+)
+
+const testTimeout = transport.TestTimeout
+
+type logRecorder = transport.LogRecorder
