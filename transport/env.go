@@ -15,12 +15,15 @@ var baseEnvNames = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "SHE
 // then the configured variables (KEY=VALUE), which win over either.
 func buildEnv(parent, extra []string, inherit bool) []string {
 	var env []string
+	seen := make(map[string]bool)
 	for _, kv := range parent {
 		name, _, ok := strings.Cut(kv, "=")
-		if !ok {
+		if !ok || name == "" || seen[name] {
+			// Malformed, or shadowed: getenv sees the first of duplicates.
 			continue
 		}
 		if inherit || isBaseEnv(name) {
+			seen[name] = true
 			env = append(env, kv)
 		}
 	}
