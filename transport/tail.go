@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // stderrTail keeps the last lines a process wrote to stderr: at most
@@ -15,6 +16,7 @@ type stderrTail struct {
 	lines    []string
 	size     int
 	partial  []byte
+	skipping bool // the current line was cut; drop the rest of it
 	maxLines int
 	maxBytes int
 	log      *slog.Logger
@@ -39,16 +41,24 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			t.partial = append(t.partial, p...)
-			if len(t.partial) > tailLineMax {
-				t.addLocked(string(t.partial))
-				t.partial = t.partial[:0]
+			if !t.skipping {
+				t.partial = append(t.partial, p...)
+				if len(t.partial) > tailLineMax {
+					// Keep the cut line, and drop the rest of it as it
+					// comes, however many writes it takes.
+					t.addLocked(string(t.partial))
+					t.partial = t.partial[:0]
+					t.skipping = true
+				}
 			}
 			break
 		}
-		t.partial = append(t.partial, p[:i]...)
-		t.addLocked(string(t.partial))
+		if !t.skipping {
+			t.partial = append(t.partial, p[:i]...)
+			t.addLocked(string(t.partial))
+		}
 		t.partial = t.partial[:0]
+		t.skipping = false
 		p = p[i+1:]
 	}
 	return n, nil
@@ -57,7 +67,11 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 func (t *stderrTail) addLocked(line string) {
 	line = strings.TrimRight(line, "\r")
 	if len(line) > tailLineMax {
-		line = line[:tailLineMax] + "…"
+		cut := tailLineMax
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = line[:cut] + "…"
 	}
 	t.log.Debug("server stderr", "line", line)
 	t.lines = append(t.lines, line)
@@ -68,16 +82,20 @@ func (t *stderrTail) addLocked(line string) {
 	}
 }
 
-// String returns the kept lines, and any unterminated last line.
+// String returns the kept lines, and any unterminated last line, within
+// the same bounds of lines and bytes.
 func (t *stderrTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := strings.Join(t.lines, "\n")
+	lines, size := t.lines, t.size
 	if len(t.partial) > 0 {
-		if s != "" {
-			s += "\n"
-		}
-		s += string(t.partial)
+		last := strings.TrimRight(string(t.partial), "\r")
+		lines = append(lines[:len(lines):len(lines)], last)
+		size += len(last) + 1
 	}
-	return s
+	for len(lines) > t.maxLines || (size > t.maxBytes && len(lines) > 1) {
+		size -= len(lines[0]) + 1
+		lines = lines[1:]
+	}
+	return strings.Join(lines, "\n")
 }
