@@ -38,7 +38,11 @@ type pipeEnd struct {
 }
 
 func (p *pipeEnd) Read() ([]byte, error) {
-	// Drain what was written before a close, as a socket would.
+	if p.closedByMe() {
+		return nil, ErrClosed
+	}
+	// Prefer a waiting message to noticing the close: what was written
+	// before the peer's close is drained, as a socket would.
 	select {
 	case msg := <-p.in:
 		return p.check(msg)
@@ -48,14 +52,14 @@ func (p *pipeEnd) Read() ([]byte, error) {
 	case msg := <-p.in:
 		return p.check(msg)
 	case <-p.st.done:
-		select {
-		case msg := <-p.in:
-			return p.check(msg)
-		default:
-		}
-		if p.closedByMe() {
-			return nil, ErrClosed
-		}
+	}
+	if p.closedByMe() {
+		return nil, ErrClosed
+	}
+	select {
+	case msg := <-p.in:
+		return p.check(msg)
+	default:
 		return nil, io.EOF
 	}
 }
