@@ -58,7 +58,7 @@ type Process struct {
 
 	closing   atomic.Bool   // Close has begun
 	exited    chan struct{} // closed when Wait has returned
-	readEOF   chan struct{} // closed when Read has seen the end of stdout
+	readEOF   chan struct{} // closed when Read has seen the end of stdout, or at Close
 	eofOnce   sync.Once
 	waitDone  chan struct{} // closed when the wait goroutine has finished
 	state     *os.ProcessState
@@ -160,6 +160,9 @@ func (p *Process) wait() {
 
 // Read implements Stream.
 func (p *Process) Read() ([]byte, error) {
+	if p.closing.Load() {
+		return nil, ErrClosed
+	}
 	msg, err := p.r.next()
 	if err == nil {
 		return msg, nil
@@ -196,10 +199,16 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			p.stdin.SetWriteDeadline(time.Unix(1, 0))
+			close(fired)
+		})
 		defer func() {
 			if !stop() {
-				// The deadline was set; clear it for the next write.
+				// The deadline is being set: wait until it is, then clear
+				// it for the next write, which would otherwise fail at once.
+				<-fired
 				p.stdin.SetWriteDeadline(time.Time{})
 			}
 		}()
@@ -219,6 +228,9 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 		err = ctx.Err()
 	}
 	if n > 0 {
+		// The framing is lost: the stream is closed from now on, though
+		// stopping the process takes a while.
+		p.closing.Store(true)
 		go p.Close()
 		return errors.Join(ErrPartialWrite, err)
 	}
@@ -231,6 +243,9 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
 		p.closing.Store(true)
+		// No Read will drain stdout now: the wait goroutine need not wait
+		// for one once the process has gone.
+		p.eofOnce.Do(func() { close(p.readEOF) })
 		p.stdin.Close()
 		if !p.waitExit() {
 			p.signalGroup(syscall.SIGTERM)
