@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -45,9 +46,12 @@ type WebSocket struct {
 	max     int
 	log     *slog.Logger
 	pending [][]byte // messages split from a frame, not yet returned
+	tooBig  error    // once a frame was over the limit, every later Read returns this
 
 	lastSeen  atomic.Int64 // unix nanos of the last frame or pong
 	closing   atomic.Bool
+	idleErr   atomic.Pointer[error] // set when keepAlive closed a silent connection
+	wsem      chan struct{}         // held by the one Write under way
 	closeOnce sync.Once
 	ctx       context.Context // ends at Close; bounds pings
 	stop      context.CancelFunc
@@ -89,7 +93,7 @@ func newWebSocket(c *websocket.Conn, opts WebSocketOptions) *WebSocket {
 		max = DefaultMaxMessageSize
 	}
 	c.SetReadLimit(int64(max))
-	ws := &WebSocket{c: c, max: max, log: loggerOr(opts.Logger), pingDone: make(chan struct{})}
+	ws := &WebSocket{c: c, max: max, log: loggerOr(opts.Logger), pingDone: make(chan struct{}), wsem: make(chan struct{}, 1)}
 	ws.ctx, ws.stop = context.WithCancel(context.Background())
 	ws.lastSeen.Store(time.Now().UnixNano())
 	interval, idle := opts.PingInterval, opts.IdleTimeout
@@ -108,7 +112,9 @@ func newWebSocket(c *websocket.Conn, opts WebSocketOptions) *WebSocket {
 }
 
 // keepAlive pings every interval and closes the stream when nothing has
-// arrived for idle.
+// arrived for idle. A ping waits for its pong no later than the moment the
+// stream would go idle, so a silent peer is dropped after idle, not after
+// idle plus however long the ping waited.
 func (ws *WebSocket) keepAlive(interval, idle time.Duration) {
 	defer close(ws.pingDone)
 	t := time.NewTicker(interval)
@@ -119,24 +125,48 @@ func (ws *WebSocket) keepAlive(interval, idle time.Duration) {
 			return
 		case <-t.C:
 		}
-		if time.Since(time.Unix(0, ws.lastSeen.Load())) >= idle {
-			ws.log.Warn("websocket peer silent; closing", "idle", idle)
-			ws.setInfo(CloseInfo{Err: fmt.Sprintf("no frame or pong for %s", idle)})
-			ws.c.Close(websocket.StatusGoingAway, "idle")
+		deadline := time.Unix(0, ws.lastSeen.Load()).Add(idle)
+		if !time.Now().Before(deadline) {
+			ws.idleClose(idle)
 			return
 		}
-		ctx, cancel := context.WithTimeout(ws.ctx, idle)
-		if err := ws.c.Ping(ctx); err == nil {
-			ws.touch()
-		}
+		ctx, cancel := context.WithDeadline(ws.ctx, deadline)
+		err := ws.c.Ping(ctx)
 		cancel()
+		if err == nil {
+			ws.touch()
+			continue
+		}
+		if ws.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			return // closed: nothing to keep alive
+		}
+		if !time.Now().Before(time.Unix(0, ws.lastSeen.Load()).Add(idle)) {
+			ws.idleClose(idle)
+			return
+		}
 	}
+}
+
+// idleClose drops a connection whose peer has gone silent. It does not wait
+// for a close handshake the peer will not answer.
+func (ws *WebSocket) idleClose(idle time.Duration) {
+	err := fmt.Errorf("transport: no frame or pong from the websocket peer for %s", idle)
+	ws.idleErr.Store(&err)
+	ws.log.Warn("websocket peer silent; closing", "idle", idle)
+	ws.setInfo(CloseInfo{Err: fmt.Sprintf("no frame or pong for %s", idle)})
+	ws.c.CloseNow()
 }
 
 func (ws *WebSocket) touch() { ws.lastSeen.Store(time.Now().UnixNano()) }
 
 // Read implements Stream.
 func (ws *WebSocket) Read() ([]byte, error) {
+	if ws.closing.Load() {
+		return nil, ErrClosed
+	}
+	if ws.tooBig != nil {
+		return nil, ws.tooBig
+	}
 	for {
 		if len(ws.pending) > 0 {
 			msg := ws.pending[0]
@@ -170,8 +200,15 @@ func (ws *WebSocket) readFailed(err error, got int) error {
 	if ws.closing.Load() {
 		return ErrClosed
 	}
-	if got >= ws.max {
-		return &TooLargeError{Limit: ws.max, Size: got + 1}
+	if errors.Is(err, websocket.ErrMessageTooBig) {
+		// The library has closed the connection with StatusMessageTooBig.
+		tl := &TooLargeError{Limit: ws.max, Size: max(got, ws.max+1)}
+		ws.setInfo(CloseInfo{Err: tl.Error()})
+		ws.tooBig = tl
+		return tl
+	}
+	if e := ws.idleErr.Load(); e != nil {
+		return *e
 	}
 	info := CloseInfo{}
 	if code := websocket.CloseStatus(err); code != -1 {
@@ -182,6 +219,11 @@ func (ws *WebSocket) readFailed(err error, got int) error {
 		}
 		ws.setInfo(info)
 		return io.EOF
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The connection ended without a close frame: not the clean
+		// close that io.EOF reports.
+		err = fmt.Errorf("transport: websocket connection ended without a close frame (%v)", err)
 	}
 	info.Err = err.Error()
 	ws.setInfo(info)
@@ -201,6 +243,20 @@ func (ws *WebSocket) Write(ctx context.Context, msg []byte) error {
 	if ws.closing.Load() {
 		return ErrClosed
 	}
+	// Wait our turn here, where giving up sends nothing and leaves the
+	// stream usable. (The library, given a context that has ended, may
+	// start the write anyway and then close the connection.)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case ws.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ws.ctx.Done():
+		return ErrClosed
+	}
+	defer func() { <-ws.wsem }()
 	err := ws.c.Write(ctx, websocket.MessageText, msg)
 	if err == nil {
 		return nil
@@ -210,7 +266,13 @@ func (ws *WebSocket) Write(ctx context.Context, msg []byte) error {
 	}
 	if ctx.Err() != nil {
 		// The library closes the connection when a write's context ends
-		// part way; what reached the peer is unknown.
+		// part way; what reached the peer is unknown. Make sure it is
+		// closed even if the context ended before the frame began, as
+		// ErrPartialWrite promises.
+		ws.setInfo(CloseInfo{Err: "write abandoned part way: " + err.Error()})
+		ws.closing.Store(true)
+		ws.stop()
+		ws.c.CloseNow()
 		return errors.Join(ErrPartialWrite, err)
 	}
 	return err

@@ -1,0 +1,502 @@
+package transport_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// wsServer runs handler for each WebSocket connection on an httptest server
+// (on 127.0.0.1) and, when the test ends, waits for the handlers to return.
+func wsServer(t *testing.T, handler func(c *websocket.Conn, r *http.Request)) string {
+	t.Helper()
+	var wg sync.WaitGroup
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			t.Errorf("Accept: %v", err)
+			return
+		}
+		wg.Go(func() {
+			defer c.CloseNow()
+			handler(c, r)
+		})
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		waitGroupWithin(t, &wg, testTimeout)
+	})
+	return "ws" + strings.TrimPrefix(ts.URL, "http")
+}
+
+func waitGroupWithin(t *testing.T, wg *sync.WaitGroup, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("server handlers still running after %s", d)
+	}
+}
+
+func dial(t *testing.T, url string, opts transport.WebSocketOptions) *transport.WebSocket {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = discardLogger
+	}
+	ws, err := transport.DialWebSocket(testCtx(t, testTimeout), url, opts)
+	if err != nil {
+		t.Fatalf("DialWebSocket: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+// drainConn reads from c until the connection ends, so that pings and the
+// close handshake are answered.
+func drainConn(c *websocket.Conn) {
+	for {
+		if _, _, err := c.Read(context.Background()); err != nil {
+			return
+		}
+	}
+}
+
+func TestWebSocketReadFrames(t *testing.T) {
+	t.Parallel()
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		ctx := context.Background()
+		c.Write(ctx, websocket.MessageText, []byte("one\ntwo\n"))
+		c.Write(ctx, websocket.MessageBinary, []byte("binary\nignored"))
+		c.Write(ctx, websocket.MessageText, []byte(" \r\n\n"))
+		c.Write(ctx, websocket.MessageText, []byte("three\r\nfour"))
+		c.Write(ctx, websocket.MessageText, []byte(`{"five":5}`))
+		c.Close(4000, "done here")
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	got, err := readUntilErr(t, ws, testTimeout)
+	if diff := cmp.Diff([]string{"one", "two", "three", "four", `{"five":5}`}, got); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Errorf("Read at the peer's close = %v, want io.EOF", err)
+	}
+	if diff := cmp.Diff(transport.CloseInfo{WSCode: 4000, WSReason: "done here"}, ws.CloseInfo()); diff != "" {
+		t.Errorf("CloseInfo (-want +got):\n%s", diff)
+	}
+}
+
+func TestWebSocketWriteOneFramePerMessage(t *testing.T) {
+	t.Parallel()
+	type frame struct {
+		Type websocket.MessageType
+		Data string
+	}
+	frames := make(chan []frame, 1)
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		var got []frame
+		for range 3 {
+			typ, data, err := c.Read(context.Background())
+			if err != nil {
+				break
+			}
+			got = append(got, frame{typ, string(data)})
+		}
+		frames <- got
+		drainConn(c)
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	for _, m := range []string{`{"id":1}`, `{"id":2,"text":"a b"}`, `{"id":3}`} {
+		if err := ws.Write(testCtx(t, testTimeout), []byte(m)); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	want := []frame{
+		{websocket.MessageText, `{"id":1}`},
+		{websocket.MessageText, `{"id":2,"text":"a b"}`},
+		{websocket.MessageText, `{"id":3}`},
+	}
+	if diff := cmp.Diff(want, <-frames); diff != "" {
+		t.Errorf("frames the server got (-want +got):\n%s", diff)
+	}
+}
+
+func TestWebSocketDialHeaders(t *testing.T) {
+	t.Parallel()
+	headers := make(chan http.Header, 2)
+	url := wsServer(t, func(c *websocket.Conn, r *http.Request) {
+		headers <- r.Header.Clone()
+		drainConn(c)
+	})
+	dial(t, url, transport.WebSocketOptions{Token: "s3cret", Header: http.Header{"X-Mcpl-Test": {"yes"}}})
+	h := <-headers
+	if got := h.Get("Authorization"); got != "Bearer s3cret" {
+		t.Errorf("Authorization = %q, want \"Bearer s3cret\"", got)
+	}
+	if got := h.Get("X-Mcpl-Test"); got != "yes" {
+		t.Errorf("X-Mcpl-Test = %q, want \"yes\"", got)
+	}
+	dial(t, url, transport.WebSocketOptions{})
+	if got := (<-headers).Get("Authorization"); got != "" {
+		t.Errorf("Authorization without a token = %q, want none", got)
+	}
+}
+
+func TestWebSocketDialRefused(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http")
+	ws, err := transport.DialWebSocket(testCtx(t, testTimeout), url, transport.WebSocketOptions{Token: "wrong"})
+	if err == nil {
+		ws.Close()
+		t.Fatal("DialWebSocket succeeded against a server that refuses it")
+	}
+	if !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("dial error %q should name the URL and the status", err)
+	}
+}
+
+func TestWebSocketTooLarge(t *testing.T) {
+	t.Parallel()
+	const limit = 100
+	serverErr := make(chan error, 1)
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		ctx := context.Background()
+		c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("a", limit)))
+		// An oversize binary frame is refused too: the read limit is the
+		// library's, for any frame.
+		c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("b", limit+1)))
+		_, _, err := c.Read(ctx)
+		serverErr <- err
+	})
+	ws := dial(t, url, transport.WebSocketOptions{MaxMessageSize: limit})
+	msg, err := readWithin(t, ws, testTimeout)
+	if err != nil || len(msg) != limit {
+		t.Fatalf("Read of a frame at the limit = %d bytes, %v", len(msg), err)
+	}
+	_, err = readWithin(t, ws, testTimeout)
+	var tl *transport.TooLargeError
+	if !errors.As(err, &tl) || tl.Limit != limit || tl.Size <= limit {
+		t.Fatalf("Read of an oversize frame = %v, want *TooLargeError with limit %d", err, limit)
+	}
+	if _, err := readWithin(t, ws, testTimeout); !errors.As(err, &tl) {
+		t.Errorf("Read after too large = %v, want the *TooLargeError again", err)
+	}
+	if ws.CloseInfo().Err == "" {
+		t.Errorf("CloseInfo has no error after an oversize frame: %+v", ws.CloseInfo())
+	}
+	// The peer is told why.
+	if got := websocket.CloseStatus(<-serverErr); got != websocket.StatusMessageTooBig {
+		t.Errorf("server saw close status %v, want %v", got, websocket.StatusMessageTooBig)
+	}
+}
+
+func TestWebSocketBinaryFrameIgnoredThenClose(t *testing.T) {
+	t.Parallel()
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		c.Write(context.Background(), websocket.MessageBinary, []byte("ignored"))
+		c.Close(websocket.StatusNormalClosure, "")
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	if msg, err := readWithin(t, ws, testTimeout); !errors.Is(err, io.EOF) {
+		t.Fatalf("Read = %q, %v; want io.EOF (the binary frame skipped)", msg, err)
+	}
+	if diff := cmp.Diff(transport.CloseInfo{WSCode: 1000}, ws.CloseInfo()); diff != "" {
+		t.Errorf("CloseInfo (-want +got):\n%s", diff)
+	}
+}
+
+func TestWebSocketPeerGoneWithoutCloseFrame(t *testing.T) {
+	t.Parallel()
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		c.CloseNow()
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	_, err := readWithin(t, ws, testTimeout)
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Read after the peer vanished = %v, want an error that is not a clean close", err)
+	}
+	if info := ws.CloseInfo(); info.Err == "" || info.WSCode != 0 {
+		t.Errorf("CloseInfo = %+v, want an error and no close code", info)
+	}
+}
+
+func TestWebSocketClose(t *testing.T) {
+	t.Parallel()
+	serverErr := make(chan error, 1)
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		_, _, err := c.Read(context.Background())
+		serverErr <- err
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := ws.Read()
+		readErr <- err
+	}()
+	start := time.Now()
+	if err := ws.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %s against a peer that answers", d)
+	}
+	if err := <-readErr; !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Read blocked across Close = %v, want ErrClosed", err)
+	}
+	if got := websocket.CloseStatus(<-serverErr); got != websocket.StatusNormalClosure {
+		t.Errorf("server saw close status %v, want normal closure", got)
+	}
+	if _, err := ws.Read(); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Read after Close = %v, want ErrClosed", err)
+	}
+	if err := ws.Write(context.Background(), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+	if err := ws.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestWebSocketReadAfterCloseWithPendingMessages(t *testing.T) {
+	t.Parallel()
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		c.Write(context.Background(), websocket.MessageText, []byte("a\nb\nc"))
+		drainConn(c)
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	if msg, err := readWithin(t, ws, testTimeout); err != nil || string(msg) != "a" {
+		t.Fatalf("Read = %q, %v; want \"a\"", msg, err)
+	}
+	ws.Close()
+	if msg, err := ws.Read(); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Read after Close = %q, %v; want ErrClosed though messages were split off", msg, err)
+	}
+}
+
+// A write whose context has already ended sends nothing and leaves the
+// stream open.
+func TestWebSocketWriteCanceledContext(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		_, data, err := c.Read(context.Background())
+		if err == nil {
+			got <- string(data)
+		}
+		drainConn(c)
+	})
+	ws := dial(t, url, transport.WebSocketOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		err := ws.Write(ctx, []byte("never"))
+		if !errors.Is(err, context.Canceled) || errors.Is(err, transport.ErrPartialWrite) {
+			t.Fatalf("Write with a canceled context = %v, want context.Canceled alone", err)
+		}
+	}
+	if err := ws.Write(testCtx(t, testTimeout), []byte("sent")); err != nil {
+		t.Fatalf("Write after canceled writes: %v", err)
+	}
+	if m := <-got; m != "sent" {
+		t.Errorf("server got %q, want \"sent\"", m)
+	}
+}
+
+// A write the peer does not take in time is abandoned part way, and the
+// stream closes itself.
+func TestWebSocketWriteDeadline(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		<-release // read nothing until the test is done
+	})
+	defer close(release)
+	ws := dial(t, url, transport.WebSocketOptions{PingInterval: -1})
+	big := make([]byte, 8<<20) // more than the socket buffers hold
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := ws.Write(ctx, big)
+	if !errors.Is(err, transport.ErrPartialWrite) {
+		t.Fatalf("Write the peer does not read = %v, want ErrPartialWrite", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the abandoned Write took %s", d)
+	}
+	if err := ws.Write(context.Background(), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after a partial write = %v, want ErrClosed", err)
+	}
+	if _, err := ws.Read(); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Read after a partial write = %v, want ErrClosed", err)
+	}
+}
+
+// silentServer completes the WebSocket handshake by hand, then reads and
+// discards everything and answers nothing: not even a ping.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		fmt.Fprintf(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+			base64.StdEncoding.EncodeToString(sum[:]))
+		io.Copy(io.Discard, br)
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		select {
+		case <-done:
+		case <-time.After(testTimeout):
+			t.Error("the silent server is still running: the client never closed the connection")
+		}
+	})
+	return "ws://" + ln.Addr().String()
+}
+
+func TestWebSocketIdleClose(t *testing.T) {
+	t.Parallel()
+	const idle = 150 * time.Millisecond
+	rec := &logRecorder{}
+	ws := dial(t, silentServer(t), transport.WebSocketOptions{
+		PingInterval: 50 * time.Millisecond,
+		IdleTimeout:  idle,
+		Logger:       slog.New(rec),
+	})
+	start := time.Now()
+	_, err := readWithin(t, ws, testTimeout)
+	elapsed := time.Since(start)
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Read from a silent peer = %v, want the idle error", err)
+	}
+	if elapsed < idle {
+		t.Errorf("closed after %s, before the idle timeout of %s", elapsed, idle)
+	}
+	if elapsed > 2*time.Second {
+		t.Errorf("closed after %s; want about the idle timeout of %s", elapsed, idle)
+	}
+	if info := ws.CloseInfo(); !strings.Contains(info.Err, "no frame or pong") {
+		t.Errorf("CloseInfo = %+v, want the idle reason in Err", info)
+	}
+	if _, _, ok := rec.Find("websocket peer silent; closing"); !ok {
+		t.Error("the idle close was not logged")
+	}
+	start = time.Now()
+	ws.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close after the idle close took %s", d)
+	}
+	if err := ws.Write(context.Background(), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Pongs keep a connection alive that carries no messages for longer than
+// the idle timeout.
+func TestWebSocketPingsKeepAlive(t *testing.T) {
+	t.Parallel()
+	// Generous for a pong under -race on a busy machine, but short
+	// enough that the quiet spell below spans several idle timeouts.
+	const idle = 300 * time.Millisecond
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		ctx := c.CloseRead(context.Background()) // answers pings
+		select {
+		case <-time.After(3 * idle):
+			c.Write(context.Background(), websocket.MessageText, []byte("still here"))
+		case <-ctx.Done():
+			return
+		}
+		<-ctx.Done()
+	})
+	ws := dial(t, url, transport.WebSocketOptions{PingInterval: 20 * time.Millisecond, IdleTimeout: idle})
+	msg, err := readWithin(t, ws, testTimeout)
+	if err != nil || string(msg) != "still here" {
+		t.Fatalf("Read = %q, %v; want the message sent after 3 idle timeouts of pings", msg, err)
+	}
+}
+
+func TestAcceptWebSocket(t *testing.T) {
+	t.Parallel()
+	streams := make(chan *transport.WebSocket, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := transport.AcceptWebSocket(w, r, transport.WebSocketOptions{PingInterval: -1, Logger: discardLogger})
+		if err != nil {
+			t.Errorf("AcceptWebSocket: %v", err)
+			return
+		}
+		streams <- s // and return: the stream outlives the handler
+	}))
+	defer ts.Close()
+	client := dial(t, "ws"+strings.TrimPrefix(ts.URL, "http"), transport.WebSocketOptions{})
+	server := <-streams
+	defer server.Close()
+	ctx := testCtx(t, testTimeout)
+	for _, m := range []string{"ping 1", "ping 2"} {
+		if err := client.Write(ctx, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := readWithin(t, server, testTimeout)
+		if err != nil || string(msg) != m {
+			t.Fatalf("server Read = %q, %v; want %q", msg, err, m)
+		}
+		if err := server.Write(ctx, append([]byte("re: "), msg...)); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := readWithin(t, client, testTimeout); err != nil || string(msg) != "re: "+m {
+			t.Fatalf("client Read = %q, %v; want %q", msg, err, "re: "+m)
+		}
+	}
+	// The client closes: the server reads a clean end.
+	closed := make(chan struct{})
+	go func() {
+		client.Close()
+		close(closed)
+	}()
+	if _, err := readWithin(t, server, testTimeout); !errors.Is(err, io.EOF) {
+		t.Errorf("server Read at the client's close = %v, want io.EOF", err)
+	}
+	<-closed
+	if got := server.CloseInfo().WSCode; got != 1000 {
+		t.Errorf("server CloseInfo.WSCode = %d, want 1000", got)
+	}
+}
