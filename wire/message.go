@@ -13,7 +13,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 )
 
 // JSON-RPC error codes.
@@ -35,7 +37,12 @@ type Error struct {
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e == nil {
+		return "jsonrpc error <nil>"
+	}
+	return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message)
+}
 
 // NewError returns an Error with data marshalled from data (nil for none).
 func NewError(code int64, message string, data any) *Error {
@@ -78,16 +85,27 @@ func parse(b []byte) (envelope, msgKind) {
 	if err := json.Unmarshal(b, &env); err != nil {
 		return env, kindNoise
 	}
+	// "error": null is no error (some peers send it beside their result);
+	// alone, it answers with no result.
+	errNull := isNull(env.Error)
+	if errNull {
+		env.Error = nil
+	}
 	switch {
 	case env.Method != "" && env.ID != nil:
 		return env, kindRequest
 	case env.Method != "":
 		return env, kindNotification
-	case env.ID != nil && (env.Result != nil || env.Error != nil):
+	case env.ID != nil && (env.Result != nil || env.Error != nil || errNull):
+		if env.Result == nil && env.Error == nil {
+			env.Result = json.RawMessage("null")
+		}
 		return env, kindResponse
 	}
 	return env, kindNoise
 }
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // ourID reads the id of an answer as one of this side's ids: a JSON number,
 // or a string holding one (some peers echo ids as strings).
@@ -102,9 +120,11 @@ func ourID(raw json.RawMessage) (int64, bool) {
 
 // errorObject reads an answer's error leniently: an object with code and
 // message as the spec says, or whatever else a peer put there, kept as words.
+// A code that is not a number (a string such as "E42") is read as 0, or as
+// the number a string holds; it never costs the peer's words.
 func errorObject(raw json.RawMessage) *Error {
 	var obj struct {
-		Code    json.Number     `json:"code"`
+		Code    json.RawMessage `json:"code"`
 		Message json.RawMessage `json:"message"`
 		Data    json.RawMessage `json:"data"`
 	}
@@ -115,19 +135,35 @@ func errorObject(raw json.RawMessage) *Error {
 		}
 		return &Error{Code: CodeInternalError, Message: ""}
 	}
-	e := &Error{Data: obj.Data}
-	if c, err := obj.Code.Int64(); err == nil {
-		e.Code = c
-	} else if f, err := obj.Code.Float64(); err == nil {
-		e.Code = int64(f)
-	}
+	e := &Error{Code: errorCode(obj.Code), Data: obj.Data}
 	var msg string
 	if json.Unmarshal(obj.Message, &msg) == nil {
 		e.Message = msg
-	} else if len(obj.Message) > 0 && string(obj.Message) != "null" {
+	} else if len(obj.Message) > 0 && !isNull(obj.Message) {
 		e.Message = string(obj.Message)
 	}
 	return e
+}
+
+// errorCode reads an error's code: a JSON number (a fraction is cut), or a
+// string holding one; anything else is 0.
+func errorCode(raw json.RawMessage) int64 {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(strings.TrimSpace(s))
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return 0
+	}
+	if c, err := n.Int64(); err == nil {
+		return c
+	}
+	if f, err := n.Float64(); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) &&
+		f >= math.MinInt64 && f < math.MaxInt64 {
+		return int64(f)
+	}
+	return 0
 }
 
 // Outbound messages. Writers send only what JSON-RPC defines.

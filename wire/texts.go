@@ -82,8 +82,9 @@ func seconds(d time.Duration) string {
 const maxWords = 2000
 
 // serverWords returns a server's message as an agent may read it: control
-// characters removed (line breaks and tabs become spaces), trimmed, and at
-// most maxWords characters, the last of them "…" when it was cut.
+// characters removed (line breaks, line and paragraph separators and tabs
+// become spaces, so the text stays one line), trimmed, and at most maxWords
+// characters, the last of them "…" when it was cut.
 func serverWords(msg string) string {
 	if !utf8.ValidString(msg) {
 		msg = strings.ToValidUTF8(msg, "\uFFFD")
@@ -91,7 +92,8 @@ func serverWords(msg string) string {
 	var b strings.Builder
 	for _, r := range msg {
 		switch {
-		case r == '\n' || r == '\r' || r == '\t':
+		case r == '\n' || r == '\r' || r == '\t' || r == '\v' || r == '\f' ||
+			r == '\u0085' || r == '\u2028' || r == '\u2029':
 			b.WriteByte(' ')
 		case unicode.IsControl(r):
 		default:

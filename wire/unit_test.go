@@ -1,0 +1,265 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestParseClassifiesByShape(t *testing.T) {
+	cases := []struct {
+		line string
+		want msgKind
+	}{
+		// Requests: method and id, whatever the id's type.
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, kindRequest},
+		{`{"jsonrpc":"2.0","id":"a","method":"ping","params":{}}`, kindRequest},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, kindRequest},
+		{`  {"id":7,"method":"x"}  `, kindRequest},
+		// A request that also carries result is still a request: method decides.
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}`, kindRequest},
+		// Notifications: method alone.
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"a":1}}`, kindNotification},
+		{`{"method":"x"}`, kindNotification},
+		// Responses: result or error, an id, no method.
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":1,"result":null}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":"1","result":0}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":1,"result":{},"error":null}`, kindResponse},
+		{`{"jsonrpc":"2.0","id":1,"error":null}`, kindResponse},
+		// Noise: not an object, not JSON, or no JSON-RPC shape.
+		{``, kindNoise},
+		{`   `, kindNoise},
+		{`null`, kindNoise},
+		{`42`, kindNoise},
+		{`"just a string"`, kindNoise},
+		{`[1,2]`, kindNoise},
+		{`[{"jsonrpc":"2.0","id":1,"method":"x"}]`, kindNoise},
+		{`{"no":"jsonrpc"}`, kindNoise},
+		{`{}`, kindNoise},
+		{`{"jsonrpc":"2.0","id":1}`, kindNoise},
+		{`{"jsonrpc":"2.0","result":{}}`, kindNoise},
+		{`{"jsonrpc":"2.0","method":"","id":1}`, kindNoise},
+		{`{"jsonrpc":"2.0","method":42,"id":1}`, kindNoise},
+		{`{"jsonrpc":"2.0","id":1,"method":"x"`, kindNoise},
+		{`Starting server on stdio...`, kindNoise},
+		{`{not json}`, kindNoise},
+		{"\x00\xff{", kindNoise},
+	}
+	for _, c := range cases {
+		_, got := parse([]byte(c.line))
+		if got != c.want {
+			t.Errorf("parse(%q) = %d, want %d", c.line, got, c.want)
+		}
+	}
+}
+
+func TestParseKeepsFields(t *testing.T) {
+	env, kind := parse([]byte(`{"jsonrpc":"2.0","id":"abc","method":"m/x","params":{"k":[1,2]}}`))
+	if kind != kindRequest || env.Method != "m/x" || string(env.ID) != `"abc"` || string(env.Params) != `{"k":[1,2]}` {
+		t.Fatalf("got kind %d env %+v", kind, env)
+	}
+	// An error of null beside a result is no error: the result stands.
+	env, kind = parse([]byte(`{"jsonrpc":"2.0","id":3,"result":{"ok":true},"error":null}`))
+	if kind != kindResponse || env.Error != nil || string(env.Result) != `{"ok":true}` {
+		t.Fatalf("result with error null: kind %d, error %q, result %q", kind, env.Error, env.Result)
+	}
+	// An error of null alone answers with a null result.
+	env, kind = parse([]byte(`{"jsonrpc":"2.0","id":3,"error":null}`))
+	if kind != kindResponse || env.Error != nil || string(env.Result) != `null` {
+		t.Fatalf("error null alone: kind %d, error %q, result %q", kind, env.Error, env.Result)
+	}
+}
+
+func TestOurID(t *testing.T) {
+	cases := []struct {
+		raw  string
+		id   int64
+		want bool
+	}{
+		{`1`, 1, true},
+		{`9007199254740993`, 9007199254740993, true},
+		{` 12 `, 12, true},
+		{`"5"`, 5, true}, // some peers echo ids as strings
+		{`"abc"`, 0, false},
+		{`""`, 0, false},
+		{`null`, 0, false},
+		{`1.5`, 0, false},
+		{`{}`, 0, false},
+		{`[1]`, 0, false},
+		{`"`, 0, false},
+		{``, 0, false},
+		{`99999999999999999999`, 0, false},
+	}
+	for _, c := range cases {
+		id, ok := ourID(json.RawMessage(c.raw))
+		if ok != c.want || (ok && id != c.id) {
+			t.Errorf("ourID(%s) = %d, %v; want %d, %v", c.raw, id, ok, c.id, c.want)
+		}
+	}
+}
+
+func TestErrorObjectLenient(t *testing.T) {
+	cases := []struct {
+		raw  string
+		code int64
+		msg  string
+		data string
+	}{
+		{`{"code":-32000,"message":"disk full","data":{"free":0}}`, -32000, "disk full", `{"free":0}`},
+		{`{"code":-32601,"message":"method not found"}`, -32601, "method not found", ""},
+		{`{"code":-32000.0,"message":"float code"}`, -32000, "float code", ""},
+		{`{"code":-3.2e4,"message":"exponent code"}`, -32000, "exponent code", ""},
+		// A code that is not a number must not cost the server's words.
+		{`{"code":"E42","message":"disk full"}`, 0, "disk full", ""},
+		{`{"code":"-32001","message":"string code"}`, -32001, "string code", ""},
+		{`{"code":null,"message":"null code"}`, 0, "null code", ""},
+		{`{"code":{"x":1},"message":"object code"}`, 0, "object code", ""},
+		{`{"message":"no code"}`, 0, "no code", ""},
+		{`{"code":-1}`, -1, "", ""},
+		{`{"code":-1,"message":null}`, -1, "", ""},
+		{`{"code":-1,"message":{"why":"x"}}`, -1, `{"why":"x"}`, ""},
+		{`{"code":-1,"message":17}`, -1, "17", ""},
+		{`{"code":-1,"message":"m","data":"d"}`, -1, "m", `"d"`},
+		// Not an object at all: a string is kept as words.
+		{`"plain words"`, CodeInternalError, "plain words", ""},
+		{`42`, CodeInternalError, "", ""},
+		{`[1,2]`, CodeInternalError, "", ""},
+		{`true`, CodeInternalError, "", ""},
+	}
+	for _, c := range cases {
+		e := errorObject(json.RawMessage(c.raw))
+		if e.Code != c.code || e.Message != c.msg || string(e.Data) != c.data {
+			t.Errorf("errorObject(%s) = {%d %q %s}, want {%d %q %s}", c.raw, e.Code, e.Message, e.Data, c.code, c.msg, c.data)
+		}
+	}
+}
+
+func TestServerWords(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"disk full", "disk full"},
+		{"  padded  ", "padded"},
+		{"", ""},
+		{"   ", ""},
+		{"\t\r\n", ""},
+		{"two\nlines", "two lines"},
+		{"crlf\r\nend", "crlf  end"},
+		{"tab\there", "tab here"},
+		{"bell\x07 and esc\x1b[31mred", "bell and esc[31mred"},
+		{"nul\x00byte", "nulbyte"},
+		{"del\x7fchar", "delchar"},
+		{"c1\u0085next\u009bcsi", "c1 nextcsi"},
+		{"line\u2028sep\u2029para", "line sep para"},
+		{"vt\vff\f.", "vt ff ."},
+		{"bad \xff utf8", "bad \uFFFD utf8"},
+		{"ünïcödé ✓", "ünïcödé ✓"},
+	}
+	for _, c := range cases {
+		if got := serverWords(c.in); got != c.want {
+			t.Errorf("serverWords(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestServerWordsBounded(t *testing.T) {
+	for _, n := range []int{1999, 2000} {
+		s := strings.Repeat("a", n)
+		if got := serverWords(s); got != s {
+			t.Errorf("%d characters were cut to %d", n, utf8.RuneCountInString(got))
+		}
+	}
+	got := serverWords(strings.Repeat("é", 3000))
+	if want := strings.Repeat("é", 1999) + "…"; got != want {
+		t.Errorf("3000 characters: got %d characters ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
+	}
+	// A cut that lands after a space does not leave the space before "…".
+	got = serverWords(strings.Repeat("a", 1998) + " " + strings.Repeat("b", 10))
+	if want := strings.Repeat("a", 1998) + "…"; got != want {
+		t.Errorf("cut at a space: got ...%q", got[len(got)-10:])
+	}
+	if n := utf8.RuneCountInString(serverWords(strings.Repeat("x\n", 5000))); n > maxWords {
+		t.Errorf("bounded words have %d characters, over %d", n, maxWords)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Nanosecond, "1 second"},
+		{200 * time.Millisecond, "1 second"},
+		{999 * time.Millisecond, "1 second"},
+		{time.Second, "1 second"},
+		{time.Second + time.Nanosecond, "2 seconds"},
+		{1500 * time.Millisecond, "2 seconds"},
+		{2 * time.Second, "2 seconds"},
+		{3 * time.Second, "3 seconds"},
+		{60 * time.Second, "60 seconds"},
+		{90 * time.Minute, "5400 seconds"},
+	}
+	for _, c := range cases {
+		if got := seconds(c.d); got != c.want {
+			t.Errorf("seconds(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
+
+func TestBoundForLog(t *testing.T) {
+	if got := boundForLog("short", 10); got != "short" {
+		t.Errorf("got %q", got)
+	}
+	if got := boundForLog("0123456789abc", 10); got != "0123456789…" {
+		t.Errorf("got %q", got)
+	}
+	// A cut inside a multi-byte character backs off to its start.
+	got := boundForLog("aaaaaaaaaé", 10) // é is 2 bytes at 9..10
+	if got != "aaaaaaaaa…" || !utf8.ValidString(got) {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestAbandonedSetBounded(t *testing.T) {
+	var a abandonedSet
+	for i := int64(1); i <= abandonedKeep+10; i++ {
+		a.add(i)
+	}
+	if len(a.ids) != abandonedKeep {
+		t.Fatalf("holds %d ids, want %d", len(a.ids), abandonedKeep)
+	}
+	for i := int64(1); i <= 10; i++ {
+		if a.has(i) {
+			t.Errorf("oldest id %d still held", i)
+		}
+	}
+	for _, i := range []int64{11, abandonedKeep, abandonedKeep + 10} {
+		if !a.has(i) {
+			t.Errorf("recent id %d forgotten", i)
+		}
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[Outcome]string{NotSent: "not-sent", NoResponse: "no-response", ErrorResponse: "error-response", BadResponse: "bad-response", Outcome(9): "Outcome(9)"} {
+		if got := o.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
+		}
+	}
+}
+
+func TestNewError(t *testing.T) {
+	e := NewError(-32001, "busy", map[string]int{"retryAfter": 5})
+	if e.Code != -32001 || e.Message != "busy" || string(e.Data) != `{"retryAfter":5}` {
+		t.Fatalf("got %+v", e)
+	}
+	if e := NewError(1, "m", nil); e.Data != nil {
+		t.Fatalf("nil data became %s", e.Data)
+	}
+	if e.Error() != "jsonrpc error -32001: busy" {
+		t.Fatalf("Error() = %q", e.Error())
+	}
+}
