@@ -107,7 +107,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	if err != nil {
 		var e *Error
 		switch {
-		case errors.As(err, &e):
+		case errors.As(err, &e) && e != nil:
 		case errors.Is(err, ErrMethodNotFound):
 			e = &Error{Code: CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
 		default:
@@ -117,14 +117,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		}
 		body, merr = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: e})
 	} else {
-		var raw json.RawMessage
-		raw, merr = marshalParams(result)
-		if merr == nil {
-			if raw == nil {
-				raw = json.RawMessage("null")
-			}
-			body, merr = json.Marshal(outResult{JSONRPC: "2.0", ID: r.id, Result: raw})
-		}
+		body, merr = marshalResult(r.id, result)
 	}
 	if merr != nil {
 		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
@@ -133,6 +126,24 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	if werr := p.s.Write(p.ctx, body); werr != nil && p.ctx.Err() == nil {
 		p.log.Warn("answer not written", slog.String("method", r.Method), slog.String("error", werr.Error()))
 	}
+}
+
+// marshalResult encodes a result answer. A result whose MarshalJSON panics
+// is contained as an encoding error, as a handler's panic is.
+func marshalResult(id json.RawMessage, result any) (body []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			body, err = nil, fmt.Errorf("panic encoding the result: %v", v)
+		}
+	}()
+	raw, err := marshalParams(result)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		raw = json.RawMessage("null")
+	}
+	return json.Marshal(outResult{JSONRPC: "2.0", ID: id, Result: raw})
 }
 
 // enqueue queues an inbound message for the handler, or refuses it when the
@@ -171,6 +182,7 @@ func (p *Peer) handle(r *Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				p.log.Error("handler panicked", slog.String("method", r.Method),
+					slog.String("id", boundForLog(string(r.id), 64)),
 					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 				result, err = nil, fmt.Errorf("panic: %v", v)
 				r.deferred = false

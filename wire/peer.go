@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +55,8 @@ type Peer struct {
 	pending    map[int64]*pendingCall
 	abandoned  abandonedSet
 	closed     bool
-	byHost     bool  // this host closed the connection
+	byHost     bool  // this side ended the connection (Close, or a failure it acted on)
+	hostClose  bool  // Close was called: this host's own close
 	closeCause error // why the connection ended
 
 	inbox     inbox
@@ -71,12 +74,13 @@ type pendingCall struct {
 }
 
 // answer is what ends a pending call: an answer from the peer, or the
-// connection's end (closed set).
+// connection's end (closed set; hostClose when it was this host's own
+// Close).
 type answer struct {
-	result json.RawMessage
-	err    *Error
-	closed bool
-	byHost bool
+	result    json.RawMessage
+	err       *Error
+	closed    bool
+	hostClose bool
 }
 
 // NewPeer starts a peer on s and begins reading. The peer owns s: it closes
@@ -136,7 +140,8 @@ func (p *Peer) Err() error {
 }
 
 // ClosedByHost reports whether this side closed the connection (by Close,
-// or because the peer sent a message over the size limit).
+// or because the peer sent a message over the size limit, or because a
+// write broke off part way).
 func (p *Peer) ClosedByHost() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -150,10 +155,19 @@ func (p *Peer) CloseInfo() transport.CloseInfo { return p.s.CloseInfo() }
 var ErrHostClosed = errors.New("wire: connection closed by this host")
 
 // Close closes the connection. Pending calls fail with the "this host closed
-// its connection" texts, and inbound messages still queued are dropped. It
-// waits for the transport to close (for a subprocess, for it to exit) and
-// for the peer's goroutines to finish. It must not be called from a Handler.
+// its connection" texts, as does every call after it (even when the
+// connection had already ended), and inbound messages still queued are
+// dropped. It waits for the transport to close (for a subprocess, for it to
+// exit) and for the peer's goroutines to finish. It must not be called from a
+// Handler.
+//
+// A close this side makes because the connection failed (a message over the
+// size limit, a write that broke off) is not this host's own close: its
+// calls read as a closed connection, with whether this host reconnects.
 func (p *Peer) Close() error {
+	p.mu.Lock()
+	p.hostClose = true
+	p.mu.Unlock()
 	p.shutdown(ErrHostClosed, true)
 	// Whether or not the connection had already ended, stop now.
 	p.cancel()
@@ -175,14 +189,15 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 		p.closed = true
 		p.byHost = byHost
 		p.closeCause = cause
+		hostClose := p.hostClose
 		pending := p.pending
 		p.pending = nil
 		p.mu.Unlock()
 		if len(pending) > 0 {
-			p.logPendingAtClose(pending, byHost)
+			p.logPendingAtClose(pending, byHost, hostClose, cause)
 		}
 		for _, pc := range pending {
-			pc.ch <- answer{closed: true, byHost: byHost}
+			pc.ch <- answer{closed: true, hostClose: hostClose}
 		}
 		if byHost {
 			p.cancel()
@@ -201,19 +216,26 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 	})
 }
 
-func (p *Peer) logPendingAtClose(pending map[int64]*pendingCall, byHost bool) {
-	reqs := make([]string, 0, len(pending))
-	for id, pc := range pending {
-		reqs = append(reqs, fmt.Sprintf("%s#%d", pc.method, id))
+// logPendingAtClose logs the requests a close left unanswered, each as
+// "method#id", in the order they were made.
+func (p *Peer) logPendingAtClose(pending map[int64]*pendingCall, byHost, hostClose bool, cause error) {
+	ids := slices.Sorted(maps.Keys(pending))
+	reqs := make([]string, 0, len(ids))
+	for _, id := range ids {
+		reqs = append(reqs, fmt.Sprintf("%s#%d", pending[id].method, id))
 	}
-	if byHost {
+	if hostClose {
 		p.log.Warn("this host closed the connection with requests pending",
 			slog.Bool("closed_by_host", true), slog.Any("unanswered", reqs))
 		return
 	}
-	attrs := []any{slog.Bool("closed_by_host", false), slog.Any("unanswered", reqs)}
+	attrs := []any{slog.Bool("closed_by_host", byHost), slog.Any("unanswered", reqs)}
 	for _, a := range p.s.CloseInfo().LogAttrs() {
 		attrs = append(attrs, a)
+	}
+	if byHost && cause != nil {
+		// What made this side close it; the transport knows nothing of it.
+		attrs = append(attrs, slog.String("error", cause.Error()))
 	}
 	p.log.Warn("connection closed with requests pending", attrs...)
 }
@@ -249,7 +271,9 @@ func (p *Peer) readFailed(err error) {
 			slog.Int("limit_bytes", tl.Limit), slog.Int("seen_bytes", tl.Size))
 		p.shutdown(err, true)
 	case errors.Is(err, transport.ErrClosed):
-		p.shutdown(ErrHostClosed, true)
+		// After Close, shutdown has already run; otherwise the stream
+		// closed itself.
+		p.shutdown(err, true)
 	default:
 		p.shutdown(err, false)
 	}
@@ -317,10 +341,10 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 
 	pc := &pendingCall{method: method, ch: make(chan answer, 1)}
 	p.mu.Lock()
-	if p.closed {
-		byHost := p.byHost
+	if p.closed || p.hostClose {
+		hostClose := p.hostClose
 		p.mu.Unlock()
-		return p.notSentClosed(ce, byHost)
+		return p.notSentClosed(ce, hostClose)
 	}
 	p.pending[id] = pc
 	p.mu.Unlock()
@@ -332,7 +356,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		defer cancel()
 	}
 	if err := p.s.Write(cctx, body); err != nil {
-		return p.writeFailed(ce, err, ctx, o.timeout)
+		return p.writeFailed(ce, err, ctx, cctx, o.timeout)
 	}
 
 	select {
@@ -361,9 +385,11 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	return ce
 }
 
-func (p *Peer) notSentClosed(ce *CallError, byHost bool) error {
+// notSentClosed fails a call that was not sent because the connection is
+// closed: hostClose when this host's own Close closed it.
+func (p *Peer) notSentClosed(ce *CallError, hostClose bool) error {
 	ce.Outcome = NotSent
-	if byHost {
+	if hostClose {
 		ce.Cause = CauseHostClosed
 	} else {
 		ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
@@ -371,12 +397,13 @@ func (p *Peer) notSentClosed(ce *CallError, byHost bool) error {
 	return ce
 }
 
-// writeFailed turns a failed write into the call's error.
-func (p *Peer) writeFailed(ce *CallError, err error, ctx context.Context, timeout time.Duration) error {
+// writeFailed turns a failed write into the call's error. ctx is the
+// caller's context, cctx the same bounded by the call's deadline.
+func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, timeout time.Duration) error {
 	p.mu.Lock()
 	_, stillPending := p.pending[ce.ID]
 	delete(p.pending, ce.ID)
-	closed, byHost := p.closed, p.byHost
+	closed, hostClose := p.closed || p.hostClose, p.hostClose
 	p.mu.Unlock()
 	if !stillPending {
 		// The connection closed while the write was under way: the close
@@ -389,19 +416,22 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx context.Context, timeou
 		// Part of the request may have reached the peer, and the stream
 		// closed itself: the outcome is unknown.
 		ce.Outcome = NoResponse
-		if ctx.Err() == nil && timeout > 0 {
-			ce.Cause, ce.Timeout = CauseDeadline, timeout
-		} else if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			ce.Cause = CauseCanceled
-		} else {
-			ce.Cause = CauseHostClosed
+		case cctx.Err() != nil:
+			ce.Cause, ce.Timeout = CauseDeadline, timeout
+		default:
+			// The write broke off and the stream closed: a connection
+			// that closed before it answered.
+			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
 		}
 		p.log.Warn("request written in part; the connection is closed",
 			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
 		p.shutdown(err, true)
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
-		return p.notSentClosed(ce, byHost)
+		return p.notSentClosed(ce, hostClose)
 	}
 	ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
 	p.log.Warn("request not written: the transport refused it",
@@ -414,7 +444,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 	switch {
 	case a.closed:
 		ce.Outcome = NoResponse
-		if a.byHost {
+		if a.hostClose {
 			ce.Cause = CauseHostClosed
 		} else {
 			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
@@ -457,19 +487,22 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	}
 	ce := &CallError{Server: p.name, Method: method}
 	p.mu.Lock()
-	closed, byHost := p.closed, p.byHost
+	closed, hostClose := p.closed || p.hostClose, p.hostClose
 	p.mu.Unlock()
 	if closed {
-		return p.notSentClosed(ce, byHost)
+		return p.notSentClosed(ce, hostClose)
 	}
 	if err := p.s.Write(ctx, body); err != nil {
 		ce.Err = err
 		if errors.Is(err, transport.ErrClosed) {
-			return p.notSentClosed(ce, p.ClosedByHost())
+			p.mu.Lock()
+			hostClose = p.hostClose
+			p.mu.Unlock()
+			return p.notSentClosed(ce, hostClose)
 		}
 		ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
 		if errors.Is(err, transport.ErrPartialWrite) {
-			ce.Outcome, ce.Cause = NoResponse, CauseHostClosed
+			ce.Outcome, ce.Cause, ce.Reconnecting = NoResponse, CauseClosed, p.recon()
 			p.shutdown(err, true)
 		}
 		p.log.Warn("notification not written", slog.String("method", method), slog.String("error", err.Error()))

@@ -1,0 +1,423 @@
+package wire_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.Cleanup()
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// server is the server id the tests give a Peer; every pinned text names it.
+const server = "discord"
+
+// ---- log capture ----
+
+// logRec is one captured log record, its attributes flattened by key (the
+// logger's own With attributes included).
+type logRec struct {
+	Level   slog.Level
+	Message string
+	Attrs   map[string]slog.Value
+}
+
+// recorder keeps every record logged through its handlers.
+type recorder struct {
+	mu   sync.Mutex
+	recs []logRec
+}
+
+func newRecorder() *recorder { return &recorder{} }
+
+func (r *recorder) logger() *slog.Logger { return slog.New(&recHandler{r: r}) }
+
+func (r *recorder) all() []logRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// find returns the records with message msg.
+func (r *recorder) find(msg string) []logRec {
+	var out []logRec
+	for _, rec := range r.all() {
+		if rec.Message == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// one returns the only record with message msg, failing the test otherwise.
+func (r *recorder) one(t testing.TB, msg string) logRec {
+	t.Helper()
+	got := r.find(msg)
+	if len(got) != 1 {
+		t.Fatalf("want exactly one log record %q, got %d; all records:\n%s", msg, len(got), r.dump())
+	}
+	return got[0]
+}
+
+// atLeast returns the records at level or above.
+func (r *recorder) atLeast(level slog.Level) []logRec {
+	var out []logRec
+	for _, rec := range r.all() {
+		if rec.Level >= level {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (r *recorder) dump() string {
+	var b strings.Builder
+	for _, rec := range r.all() {
+		fmt.Fprintf(&b, "  %s %q", rec.Level, rec.Message)
+		keys := make([]string, 0, len(rec.Attrs))
+		for k := range rec.Attrs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%v", k, rec.Attrs[k])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+type recHandler struct {
+	r     *recorder
+	attrs []slog.Attr
+}
+
+func (h *recHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
+	m := make(map[string]slog.Value, len(h.attrs)+rec.NumAttrs())
+	for _, a := range h.attrs {
+		m[a.Key] = a.Value.Resolve()
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.Resolve()
+		return true
+	})
+	h.r.mu.Lock()
+	h.r.recs = append(h.r.recs, logRec{Level: rec.Level, Message: rec.Message, Attrs: m})
+	h.r.mu.Unlock()
+	return nil
+}
+
+func (h *recHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recHandler{r: h.r, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+// WithGroup is not used by package wire; groups are flattened.
+func (h *recHandler) WithGroup(string) slog.Handler { return h }
+
+// wantAttrs checks that rec carries each attribute with the given value
+// (compared by its printed form, so 3, int64(3) and "3" are told apart by
+// kind only where it matters to the test).
+func wantAttrs(t testing.TB, rec logRec, want map[string]any) {
+	t.Helper()
+	for k, w := range want {
+		v, ok := rec.Attrs[k]
+		if !ok {
+			t.Errorf("log record %q has no attribute %q; has %v", rec.Message, k, rec.Attrs)
+			continue
+		}
+		if got := fmt.Sprint(v.Any()); got != fmt.Sprint(w) {
+			t.Errorf("log record %q: %s = %s, want %v", rec.Message, k, got, w)
+		}
+	}
+}
+
+// noAttrs checks that rec carries none of keys.
+func noAttrs(t testing.TB, rec logRec, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if v, ok := rec.Attrs[k]; ok {
+			t.Errorf("log record %q has attribute %s=%v, want none", rec.Message, k, v)
+		}
+	}
+}
+
+// ---- agent-facing texts ----
+
+var (
+	reCode    = regexp.MustCompile(`-?\b\d{3,}\b`)
+	reSeconds = regexp.MustCompile(`within \d+ seconds?,`)
+)
+
+// assertAgentText checks that text, the part of an agent's text this host
+// wrote, carries no method name, request id, JSON-RPC code, close code or
+// field name, and is one line.
+func assertAgentText(t testing.TB, text string, ce *wire.CallError) {
+	t.Helper()
+	for _, bad := range []string{
+		"tools/call", "tools/", "initialize", "notifications/", "jsonrpc", "JSON-RPC",
+		"id=", "id:", "#", "code", "exit_code", "signal", "SIGKILL", "ws_", "reason",
+		"method", "ms", "unanswered", "closed_by_host", "\n", "\r", "\t",
+	} {
+		if strings.Contains(text, bad) {
+			t.Errorf("agent text contains %q: %s", bad, text)
+		}
+	}
+	if ce != nil && ce.Method != "" && strings.Contains(text, ce.Method) {
+		t.Errorf("agent text contains the method %q: %s", ce.Method, text)
+	}
+	if m := reCode.FindString(text); m != "" {
+		t.Errorf("agent text contains a code-like number %q: %s", m, text)
+	}
+	// The only number a text of this host's own may hold is its deadline.
+	if rest := reSeconds.ReplaceAllString(text, ""); strings.ContainsAny(rest, "0123456789") {
+		t.Errorf("agent text contains a number beyond its deadline: %s", text)
+	}
+}
+
+// callError asserts err is a *wire.CallError with the given outcome and
+// cause, and returns it.
+func callError(t testing.TB, err error, outcome wire.Outcome, cause wire.Cause) *wire.CallError {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want a *wire.CallError (%v), got success", outcome)
+	}
+	ce, ok := err.(*wire.CallError)
+	if !ok {
+		t.Fatalf("want a *wire.CallError, got %T: %v", err, err)
+	}
+	if ce.Outcome != outcome || ce.Cause != cause {
+		t.Fatalf("outcome/cause = %v/%d, want %v/%d; text: %s", ce.Outcome, ce.Cause, outcome, cause, ce.Error())
+	}
+	return ce
+}
+
+// ---- a real subprocess server ----
+
+// spawnProc starts the test server program as a subprocess.
+func spawnProc(t *testing.T, sopts transport.StdioOptions, args ...string) *transport.Process {
+	t.Helper()
+	if sopts.Logger == nil {
+		sopts.Logger = slog.New(slog.DiscardHandler)
+	}
+	proc, err := transport.Spawn(transport.Command{Argv: append([]string{testserver.Binary(t)}, args...)}, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Close() })
+	return proc
+}
+
+// newPeer puts a Peer on s, closed when the test ends. opts.Name defaults to
+// server and opts.Logger to a fresh recorder's.
+func newPeer(t *testing.T, s transport.Stream, opts wire.Options) (*wire.Peer, *recorder) {
+	t.Helper()
+	rec := newRecorder()
+	if opts.Name == "" {
+		opts.Name = server
+	}
+	if opts.Logger == nil {
+		opts.Logger = rec.logger()
+	}
+	p := wire.NewPeer(s, opts)
+	t.Cleanup(func() { p.Close() })
+	return p, rec
+}
+
+// spawnServer starts the test server program and puts a Peer on it.
+func spawnServer(t *testing.T, opts wire.Options, sopts transport.StdioOptions, args ...string) (*wire.Peer, *recorder) {
+	t.Helper()
+	return newPeer(t, spawnProc(t, sopts, args...), opts)
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// initialize runs the MCP handshake and returns the server's answer.
+func initialize(t *testing.T, p *wire.Peer) protocol.InitializeResult {
+	t.Helper()
+	ctx := testCtx(t)
+	var res protocol.InitializeResult
+	err := p.Call(ctx, protocol.MethodInitialize, protocol.InitializeParams{
+		ProtocolVersion: protocol.ProtocolVersion,
+		ClientInfo:      protocol.Implementation{Name: "wire-test", Version: "0"},
+	}, &res)
+	if err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	if err := p.Notify(ctx, protocol.MethodInitialized, nil); err != nil {
+		t.Fatalf("initialized: %v", err)
+	}
+	return res
+}
+
+// callTool calls one of the test server's tools.
+func callTool(ctx context.Context, p *wire.Peer, name string, args any, opts ...wire.CallOption) (protocol.CallToolResult, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		panic(err)
+	}
+	var res protocol.CallToolResult
+	err = p.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: name, Arguments: raw}, &res, opts...)
+	return res, err
+}
+
+// echo calls the echo tool and checks its answer.
+func echo(t *testing.T, p *wire.Peer, text string) {
+	t.Helper()
+	res, err := callTool(testCtx(t), p, "echo", map[string]string{"text": text})
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if got := res.Text(); got != text {
+		t.Fatalf("echo answered %q, want %q", got, text)
+	}
+}
+
+// waitDone waits for the peer's connection to end.
+func waitDone(t testing.TB, p *wire.Peer) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the connection did not end")
+	}
+}
+
+// ---- stream wrappers ----
+
+// tapStream is a Stream that reports each message written whole.
+type tapStream struct {
+	transport.Stream
+	onWrite func(msg []byte)
+}
+
+func (s *tapStream) Write(ctx context.Context, msg []byte) error {
+	err := s.Stream.Write(ctx, msg)
+	if err == nil && s.onWrite != nil {
+		s.onWrite(msg)
+	}
+	return err
+}
+
+// writtenWhen returns a tap on s and a channel closed once a message
+// containing marker has been written whole.
+func writtenWhen(s transport.Stream, marker string) (transport.Stream, <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return &tapStream{Stream: s, onWrite: func(msg []byte) {
+		if strings.Contains(string(msg), marker) {
+			once.Do(func() { close(ch) })
+		}
+	}}, ch
+}
+
+// ---- the other end of a pipe, driven by hand ----
+
+// farEnd is the far end of a transport.Pipe whose near end a Peer holds: the
+// test writes raw lines and reads what the Peer wrote.
+type farEnd struct {
+	t testing.TB
+	s transport.Stream
+}
+
+// pipePeer puts a Peer on one end of a pipe and returns the other.
+func pipePeer(t *testing.T, opts wire.Options) (*wire.Peer, *farEnd, *recorder) {
+	t.Helper()
+	a, b := transport.Pipe(0)
+	p, rec := newPeer(t, a, opts)
+	t.Cleanup(func() { b.Close() })
+	return p, &farEnd{t: t, s: b}, rec
+}
+
+// send writes one raw line.
+func (f *farEnd) send(line string) {
+	if err := f.s.Write(context.Background(), []byte(line)); err != nil {
+		f.t.Errorf("far end: write %s: %v", line, err)
+	}
+}
+
+// sendf writes one raw line built from format.
+func (f *farEnd) sendf(format string, args ...any) { f.send(fmt.Sprintf(format, args...)) }
+
+// wireMsg is a message as the far end reads it.
+type wireMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *wire.Error     `json:"error"`
+	raw     string
+}
+
+// read reads the next message the Peer wrote, checking it is JSON-RPC 2.0.
+func (f *farEnd) read() (wireMsg, error) {
+	b, err := f.s.Read()
+	if err != nil {
+		return wireMsg{}, err
+	}
+	var m wireMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		return wireMsg{}, fmt.Errorf("far end read a line that is not JSON: %q", b)
+	}
+	if m.JSONRPC != "2.0" {
+		return wireMsg{}, fmt.Errorf("far end read a message without jsonrpc 2.0: %s", b)
+	}
+	m.raw = string(b)
+	return m, nil
+}
+
+// mustRead reads the next message or fails the test.
+func (f *farEnd) mustRead() wireMsg {
+	f.t.Helper()
+	m, err := f.read()
+	if err != nil {
+		f.t.Fatalf("far end: %v", err)
+	}
+	return m
+}
+
+// refusingStream is a Stream whose Write refuses while refuse is set, as a
+// transport that cannot take a message does.
+type refusingStream struct {
+	transport.Stream
+	refuse atomic.Bool
+}
+
+var errRefused = errors.New("write |1: no buffer space available")
+
+func (s *refusingStream) Write(ctx context.Context, msg []byte) error {
+	if s.refuse.Load() {
+		return errRefused
+	}
+	return s.Stream.Write(ctx, msg)
+}
