@@ -136,14 +136,14 @@ func marshalResult(id json.RawMessage, result any) (body []byte, err error) {
 			body, err = nil, fmt.Errorf("panic encoding the result: %v", v)
 		}
 	}()
-	raw, err := marshalParams(result)
+	raw, err := encodeValue(result)
 	if err != nil {
 		return nil, err
 	}
 	if raw == nil {
 		raw = json.RawMessage("null")
 	}
-	return json.Marshal(outResult{JSONRPC: "2.0", ID: id, Result: raw})
+	return appendResult(nil, id, raw), nil
 }
 
 // enqueue queues an inbound message for the handler, or refuses it when the

@@ -77,12 +77,12 @@ const (
 // parse decodes one message and says what it is. Anything that is not a JSON
 // object with a JSON-RPC shape is noise.
 func parse(b []byte) (envelope, msgKind) {
-	var env envelope
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
-		return env, kindNoise
+		return envelope{}, kindNoise
 	}
-	if err := json.Unmarshal(b, &env); err != nil {
+	env, ok := scanEnvelope(b)
+	if !ok {
 		return env, kindNoise
 	}
 	// "error": null is no error (some peers send it beside their result);
@@ -168,39 +168,8 @@ func errorCode(raw json.RawMessage) int64 {
 
 // Outbound messages. Writers send only what JSON-RPC defines.
 
-type outRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      int64           `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-}
-
-type outNotification struct {
-	JSONRPC string          `json:"jsonrpc"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-}
-
-type outResult struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-}
-
 type outError struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Error   *Error          `json:"error"`
-}
-
-// marshalParams encodes params; json.RawMessage passes through as it is.
-func marshalParams(params any) (json.RawMessage, error) {
-	switch p := params.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		return p, nil
-	default:
-		return json.Marshal(p)
-	}
 }

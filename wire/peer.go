@@ -328,15 +328,12 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	for _, f := range opts {
 		f(&o)
 	}
-	raw, err := marshalParams(params)
+	raw, err := encodeValue(params)
 	if err != nil {
 		return fmt.Errorf("wire: encode params of %s: %w", method, err)
 	}
 	id := p.nextID.Add(1)
-	body, err := json.Marshal(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: raw})
-	if err != nil {
-		return fmt.Errorf("wire: encode %s: %w", method, err)
-	}
+	body := appendRequest(nil, id, method, raw)
 	ce := &CallError{Server: p.name, Method: method, ID: id}
 
 	pc := &pendingCall{method: method, ch: make(chan answer, 1)}
@@ -477,14 +474,11 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 // Notify sends a notification. A notification on a closed connection is
 // not sent and returns the same *CallError a call would.
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
-	raw, err := marshalParams(params)
+	raw, err := encodeValue(params)
 	if err != nil {
 		return fmt.Errorf("wire: encode params of %s: %w", method, err)
 	}
-	body, err := json.Marshal(outNotification{JSONRPC: "2.0", Method: method, Params: raw})
-	if err != nil {
-		return fmt.Errorf("wire: encode %s: %w", method, err)
-	}
+	body := appendRequest(nil, 0, method, raw)
 	ce := &CallError{Server: p.name, Method: method}
 	p.mu.Lock()
 	closed, hostClose := p.closed || p.hostClose, p.hostClose
