@@ -132,6 +132,9 @@ func (p *Process) wait() {
 	defer close(p.waitDone)
 	p.cmd.Wait()
 	p.state = p.cmd.ProcessState
+	// Whether we stopped it is decided now: a Close that comes once the
+	// exit is known (after a Read saw it) does not make it our doing.
+	stopped := p.closing.Load()
 	close(p.exited)
 	info := p.CloseInfo()
 	attrs := []any{slog.Int("exit_code", info.ExitCode)}
@@ -142,7 +145,7 @@ func (p *Process) wait() {
 		attrs = append(attrs, slog.String("stderr_tail", info.StderrTail))
 	}
 	switch {
-	case p.closing.Load():
+	case stopped:
 		p.log.Debug("server process stopped", attrs...)
 	case info.ExitCode != 0:
 		p.log.Warn("server process exited", attrs...)
