@@ -123,7 +123,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
 		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &Error{Code: CodeInternalError, Message: "internal error"}})
 	}
-	if werr := p.s.Write(p.ctx, body); werr != nil && p.ctx.Err() == nil {
+	if werr := p.s.Write(p.wctx, body); werr != nil && p.wctx.Err() == nil {
 		p.log.Warn("answer not written", slog.String("method", r.Method), slog.String("error", werr.Error()))
 	}
 }

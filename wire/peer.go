@@ -62,6 +62,8 @@ type Peer struct {
 	inbox     inbox
 	ctx       context.Context // ends when the connection does; handlers get it
 	cancel    context.CancelFunc
+	wctx      context.Context // bounds answers' writes; ends when the stream closes
+	wcancel   context.CancelFunc
 	done      chan struct{} // closed when the reader and dispatcher are done
 	readDone  chan struct{}
 	noise     noiseLog
@@ -118,6 +120,7 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 	}
 	p.inbox.init(max)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wctx, p.wcancel = context.WithCancel(context.Background())
 	go p.read()
 	go p.dispatch()
 	return p
@@ -171,6 +174,7 @@ func (p *Peer) Close() error {
 	p.shutdown(ErrHostClosed, true)
 	// Whether or not the connection had already ended, stop now.
 	p.cancel()
+	p.wcancel()
 	p.inbox.close(true)
 	p.s.Close()
 	<-p.done
@@ -180,9 +184,9 @@ func (p *Peer) Close() error {
 // shutdown marks the connection closed and fails every pending call. The
 // first caller's cause stands. When this host closes, the stream closes at
 // once and queued inbound messages are dropped; when the peer ends the
-// connection, the handler first finishes what was already received (its
-// answers are written while the stream still takes them), then the stream
-// closes.
+// connection, the handler still gets what was already received, with its
+// context ended, and its answers are written while the stream takes them;
+// then the stream closes.
 func (p *Peer) shutdown(cause error, byHost bool) {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
@@ -199,8 +203,11 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 		for _, pc := range pending {
 			pc.ch <- answer{closed: true, hostClose: hostClose}
 		}
+		// Handlers' context ends now, either way, so none waits on a
+		// connection that is gone.
+		p.cancel()
 		if byHost {
-			p.cancel()
+			p.wcancel()
 			p.inbox.close(true)
 			p.s.Close()
 		} else {
@@ -209,7 +216,7 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 		go func() {
 			<-p.readDone
 			p.inbox.wait()
-			p.cancel()
+			p.wcancel()
 			p.s.Close()
 			close(p.done)
 		}()

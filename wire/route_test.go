@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/transport"
 	"github.com/mcpl-go/mcpl/wire"
 )
 
@@ -492,5 +494,40 @@ func TestHandlerContextEndsAtClose(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context outlived the connection")
+	}
+}
+
+// TestPeerHangUpEndsABlockedHandler: when the other side ends the
+// connection while a handler waits on its context, the context ends and
+// the connection finishes, without anyone calling Close.
+func TestPeerHangUpEndsABlockedHandler(t *testing.T) {
+	entered := make(chan struct{})
+	p, far, _ := pipePeer(t, wire.Options{Name: "s", Handler: wire.HandlerFunc(func(ctx context.Context, r *wire.Request) (any, error) {
+		close(entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})})
+	far.send(`{"jsonrpc":"2.0","id":1,"method":"block"}`)
+	<-entered
+	far.s.Close()
+	waitDone(t, p)
+}
+
+// TestQueuedRequestsAnsweredAfterPeerHangUp: what the other side sent
+// before it closed its sending half is still handled and answered.
+func TestQueuedRequestsAnsweredAfterPeerHangUp(t *testing.T) {
+	host, srv := transport.Pipe(0)
+	var handled atomic.Int32
+	p := wire.NewPeer(srv, wire.Options{Name: "s", Logger: slog.New(slog.DiscardHandler), Handler: wire.HandlerFunc(func(ctx context.Context, r *wire.Request) (any, error) {
+		handled.Add(1)
+		return "ok", nil
+	})})
+	for i := 1; i <= 3; i++ {
+		host.Write(context.Background(), []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"m"}`, i)))
+	}
+	host.Close()
+	waitDone(t, p)
+	if got := handled.Load(); got != 3 {
+		t.Fatalf("handled %d of 3 requests sent before the hang-up", got)
 	}
 }
