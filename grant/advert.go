@@ -1,0 +1,191 @@
+package grant
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Advertisement is a server's experimental.mcpl as this host understands
+// it.
+type Advertisement struct {
+	// Version is the advertised MCPL version ("0.4", "0.5"), or "" when
+	// the server gave none.
+	Version string
+	// Capabilities are the advertised paths that are in the vocabulary,
+	// sorted. Boolean shorthand is expanded: true at any level means every
+	// path beneath it.
+	Capabilities []string
+	// Ignored are advertised leaves outside the vocabulary, sorted: they
+	// are never granted.
+	Ignored []string
+	// FeatureSets are the declared feature sets, in name order.
+	FeatureSets []FeatureSet
+}
+
+// FeatureSet is one declared feature set (SPEC §6.1).
+type FeatureSet struct {
+	Name        string
+	Description string
+	// Uses holds the declared capability paths as given; UsesValid says
+	// whether they form a valid declaration (present, not empty, every
+	// one in the vocabulary).
+	Uses      []string
+	UsesValid bool
+}
+
+// members of experimental.mcpl that are not capability paths.
+var reservedMembers = map[string]bool{"version": true, "revision": true, "featureSets": true}
+
+// ParseAdvertisement reads a server's experimental.mcpl (raw JSON). mcpTools
+// says whether the server advertised MCP tools, which grants the "tools"
+// path. It accepts every shape real servers send (reference/interop.md):
+// boolean shorthand at any level, channels as a boolean or an object,
+// featureSets as an array, a record by name, or a record whose values carry
+// their name. It fails only when raw is not JSON.
+func ParseAdvertisement(raw json.RawMessage, mcpTools bool) (Advertisement, error) {
+	var ad Advertisement
+	var root any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&root); err != nil {
+		return ad, fmt.Errorf("grant: the MCPL advertisement is not JSON: %w", err)
+	}
+	caps := map[string]bool{}
+	ignored := map[string]bool{}
+	switch v := root.(type) {
+	case bool:
+		walk("", v, caps, ignored)
+	case map[string]any:
+		if s, ok := v["version"].(string); ok {
+			ad.Version = s
+		}
+		ad.FeatureSets = parseFeatureSets(v["featureSets"])
+		for k, m := range v {
+			if !reservedMembers[k] {
+				walk(k, m, caps, ignored)
+			}
+		}
+	}
+	if mcpTools {
+		caps["tools"] = true
+	}
+	ad.Capabilities = sortedKeys(caps)
+	ad.Ignored = sortedKeys(ignored)
+	return ad, nil
+}
+
+// walk collects the vocabulary paths that v, advertised at path, covers. It
+// is a generic walk over the vocabulary: no member name is special.
+func walk(path string, v any, caps, ignored map[string]bool) {
+	switch v := v.(type) {
+	case bool:
+		if !v {
+			return
+		}
+		found := false
+		for _, p := range Vocabulary {
+			if p == "tools" {
+				continue // MCP's own capability, never MCPL's
+			}
+			if path == "" || p == path || strings.HasPrefix(p, path+".") {
+				caps[p] = true
+				found = true
+			}
+		}
+		if !found {
+			ignored[path] = true
+		}
+	case map[string]any:
+		// An object advertises its own path too, where that path is a
+		// capability ("inferenceRequest": {"streaming": false}).
+		if Known(path) && path != "tools" {
+			caps[path] = true
+		} else if !hasDescendant(path) {
+			ignored[path] = true
+			return
+		}
+		for k, m := range v {
+			walk(path+"."+k, m, caps, ignored)
+		}
+	default:
+		// false, null, numbers, strings: nothing is advertised.
+	}
+}
+
+func hasDescendant(path string) bool {
+	for _, p := range Vocabulary {
+		if strings.HasPrefix(p, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// parseFeatureSets reads the three shapes of featureSets.
+func parseFeatureSets(v any) []FeatureSet {
+	var out []FeatureSet
+	seen := map[string]bool{}
+	add := func(name string, decl any) {
+		obj, _ := decl.(map[string]any)
+		if n, ok := obj["name"].(string); ok && n != "" {
+			name = n
+		}
+		if name == "" || seen[name] {
+			return
+		}
+		seen[name] = true
+		fs := FeatureSet{Name: name}
+		fs.Description, _ = obj["description"].(string)
+		fs.Uses, fs.UsesValid = parseUses(obj["uses"])
+		out = append(out, fs)
+	}
+	switch v := v.(type) {
+	case []any:
+		for _, d := range v {
+			add("", d)
+		}
+	case map[string]any:
+		for k, d := range v {
+			add(k, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// parseUses reads a uses list; it is valid only when present, not empty,
+// and every entry is a string in the vocabulary (SPEC §6.2, §6.4 rule 1).
+func parseUses(v any) ([]string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	valid := len(list) > 0
+	uses := make([]string, 0, len(list))
+	for _, u := range list {
+		s, ok := u.(string)
+		if !ok {
+			valid = false
+			uses = append(uses, fmt.Sprint(u))
+			continue
+		}
+		if !Known(s) {
+			valid = false
+		}
+		uses = append(uses, s)
+	}
+	return uses, valid
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
