@@ -122,8 +122,8 @@ func TestParseFeatureSetShapes(t *testing.T) {
 		{Name: "memory.retrieval", Description: "Retrieve", Uses: []string{"contextHooks.beforeInference.observe"}, UsesValid: true},
 	}
 	for name, raw := range map[string]string{
-		"array (0.4)": `{"featureSets":[{"name":"memory.retrieval","description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},{"name":"memory.proactive","description":"Push reminders","uses":["pushEvents"]}]}`,
-		"record (0.5)": `{"featureSets":{"memory.retrieval":{"description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},"memory.proactive":{"description":"Push reminders","uses":["pushEvents"]}}}`,
+		"array (0.4)":       `{"featureSets":[{"name":"memory.retrieval","description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},{"name":"memory.proactive","description":"Push reminders","uses":["pushEvents"]}]}`,
+		"record (0.5)":      `{"featureSets":{"memory.retrieval":{"description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},"memory.proactive":{"description":"Push reminders","uses":["pushEvents"]}}}`,
 		"record with names": `{"featureSets":{"a":{"name":"memory.retrieval","description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},"b":{"name":"memory.proactive","description":"Push reminders","uses":["pushEvents"]}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
