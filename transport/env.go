@@ -2,6 +2,8 @@ package transport
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -62,3 +64,34 @@ func dropEnv(env []string, name string) []string {
 // parentEnv is the environment a spawn starts from; a variable so tests can
 // see what buildEnv is given.
 var parentEnv = os.Environ
+
+// lookPathIn resolves a program name the way exec.LookPath does, but in the
+// PATH of env, the environment the program will run with, rather than this
+// process's: a configured PATH is where its command is expected to be found.
+// A name with a slash is returned as it is. Relative PATH entries are
+// skipped, as exec.LookPath refuses what they find.
+func lookPathIn(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path, ok := "", false
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true
+		}
+	}
+	if ok && path == os.Getenv("PATH") {
+		// This process's own PATH: leave it to os/exec as usual.
+		return file, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: file, Err: exec.ErrNotFound}
+}

@@ -1,6 +1,10 @@
 package transport
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -169,4 +173,55 @@ func without(s []string, drop string) []string {
 		}
 	}
 	return out
+}
+
+func TestLookPathIn(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	writeFile := func(dir, name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inFirst := writeFile(first, "prog", 0o755)
+	writeFile(second, "prog", 0o755)
+	writeFile(first, "noexec", 0o644)
+	inSecond := writeFile(second, "noexec", 0o755)
+	if err := os.Mkdir(filepath.Join(first, "adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(second) // so that a relative PATH entry would find things
+	path := "PATH=" + first + string(filepath.ListSeparator) + second
+	tests := []struct {
+		name, file string
+		env        []string
+		want       string // "" means not found
+	}{
+		{"found in the child's PATH", "prog", []string{path}, inFirst},
+		{"the first match wins", "prog", []string{"PATH=" + second + ":" + first}, filepath.Join(second, "prog")},
+		{"not executable is passed over", "noexec", []string{path}, inSecond},
+		{"a directory is not a program", "adir", []string{"PATH=" + first}, ""},
+		{"missing", "mcpl-no-such-program", []string{path}, ""},
+		{"relative entries are skipped", "prog", []string{"PATH=.:" + first}, inFirst},
+		{"only relative entries", "prog", []string{"PATH=."}, ""},
+		{"the last PATH in env counts", "prog", []string{"PATH=/nonexistent", path}, inFirst},
+		{"no PATH", "prog", []string{"HOME=/"}, ""},
+		{"a name with a slash is used as it is", "./prog", []string{"PATH=/nonexistent"}, "./prog"},
+		{"this process's PATH is left to os/exec", "prog", []string{"PATH=" + os.Getenv("PATH")}, "prog"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := lookPathIn(tt.file, tt.env)
+			if tt.want == "" {
+				if !errors.Is(err, exec.ErrNotFound) {
+					t.Errorf("lookPathIn(%q) = %q, %v; want exec.ErrNotFound", tt.file, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("lookPathIn(%q) = %q, %v; want %q", tt.file, got, err, tt.want)
+			}
+		})
+	}
 }

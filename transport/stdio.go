@@ -16,7 +16,9 @@ import (
 
 // Command says how to start a server process.
 type Command struct {
-	// Argv is the program and its arguments; Argv[0] is looked up in PATH.
+	// Argv is the program and its arguments. An Argv[0] without a slash is
+	// looked up in the PATH the process gets (Env may set it), as a shell
+	// running it with that environment would.
 	Argv []string
 	// Env holds KEY=VALUE pairs added to the process's environment. Without
 	// InheritEnv the process gets only PATH, HOME, LANG, LC_*, TZ, TMPDIR,
@@ -75,6 +77,11 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 	if stopWait <= 0 {
 		stopWait = 2 * time.Second
 	}
+	env := buildEnv(parentEnv(), cmd.Env, cmd.InheritEnv)
+	prog, err := lookPathIn(cmd.Argv[0], env)
+	if err != nil {
+		return nil, fmt.Errorf("transport: start %q: %w", cmd.Argv[0], err)
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -85,8 +92,9 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 		inW.Close()
 		return nil, err
 	}
-	c := exec.Command(cmd.Argv[0], cmd.Argv[1:]...)
-	c.Env = buildEnv(parentEnv(), cmd.Env, cmd.InheritEnv)
+	c := exec.Command(prog, cmd.Argv[1:]...)
+	c.Args[0] = cmd.Argv[0]
+	c.Env = env
 	c.Dir = cmd.Dir
 	c.Stdin = inR
 	c.Stdout = outW

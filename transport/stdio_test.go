@@ -585,3 +585,24 @@ func TestCloseInfoLogAttrs(t *testing.T) {
 		t.Errorf("an exit code not known to be final was logged")
 	}
 }
+
+// A program is found in the PATH the configured environment gives it.
+func TestSpawnLooksUpTheProgramInTheChildsPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho \"found with PATH=$PATH\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "mcpl-path-test"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	childPath := dir + ":/usr/bin:/bin"
+	p := spawn(t, transport.Command{Argv: []string{"mcpl-path-test"}, Env: []string{"PATH=" + childPath}}, transport.StdioOptions{})
+	msg, err := readWithin(t, p, testTimeout)
+	if err != nil || string(msg) != "found with PATH="+childPath {
+		t.Errorf("Read = %q, %v; want the script's line", msg, err)
+	}
+	// And not in this process's PATH when the child's lacks it.
+	if q, err := transport.Spawn(transport.Command{Argv: []string{"env"}, Env: []string{"PATH=" + dir}}, transport.StdioOptions{}); err == nil {
+		q.Close()
+		t.Error("Spawn found env outside the child's PATH")
+	}
+}
