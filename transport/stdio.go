@@ -238,6 +238,11 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 		err = ctx.Err()
 	}
+	if n == 0 && errors.Is(err, syscall.EPIPE) {
+		// The process has closed its stdin, or exited: the stream is
+		// closed at the far end, and nothing was sent.
+		return errors.Join(ErrClosed, err)
+	}
 	if n > 0 {
 		// The framing is lost: the stream is closed from now on, though
 		// stopping the process takes a while.

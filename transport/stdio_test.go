@@ -563,8 +563,15 @@ func TestWriteToExitedProcess(t *testing.T) {
 	p := spawn(t, sh("exit 0"), transport.StdioOptions{})
 	<-p.Exited()
 	err := p.Write(testCtx(t, testTimeout), []byte("{}"))
-	if err == nil || errors.Is(err, transport.ErrPartialWrite) {
-		t.Errorf("Write to an exited process = %v, want a plain error", err)
+	if !errors.Is(err, transport.ErrClosed) || !errors.Is(err, syscall.EPIPE) || errors.Is(err, transport.ErrPartialWrite) {
+		t.Errorf("Write to an exited process = %v, want ErrClosed with EPIPE", err)
+	}
+	// Its exit is still for Read to report.
+	if _, err := readWithin(t, p, testTimeout); !errors.Is(err, io.EOF) {
+		t.Errorf("Read = %v, want io.EOF", err)
+	}
+	if info := p.CloseInfo(); !info.Exited || info.ExitCode != 0 {
+		t.Errorf("CloseInfo = %+v, want exited 0", info)
 	}
 }
 

@@ -29,7 +29,9 @@ type Stream interface {
 	// Write sends one whole message. ctx bounds a write that blocks. A
 	// returned error means the message was not delivered whole; when it
 	// wraps ErrPartialWrite part of it may have reached the peer, and the
-	// stream has closed itself because its framing is lost.
+	// stream has closed itself because its framing is lost. It wraps
+	// ErrClosed when the stream is closed: by Close, or by the peer (a
+	// subprocess that has closed its stdin or exited, a WebSocket closed).
 	Write(ctx context.Context, msg []byte) error
 	// Close ends the stream and releases what it holds (for a subprocess:
 	// stops it). Reads and writes then fail with ErrClosed.
@@ -39,7 +41,8 @@ type Stream interface {
 	CloseInfo() CloseInfo
 }
 
-// ErrClosed is returned by a Stream used after Close.
+// ErrClosed is returned by a Stream used after Close, and by Write once
+// the peer has closed its end.
 var ErrClosed = errors.New("transport: stream closed")
 
 // ErrPartialWrite marks a write that stopped part way: the peer may have

@@ -275,6 +275,12 @@ func (ws *WebSocket) Write(ctx context.Context, msg []byte) error {
 		ws.c.CloseNow()
 		return errors.Join(ErrPartialWrite, err)
 	}
+	if errors.Is(err, net.ErrClosed) {
+		// Closed by the peer, or by the library after a protocol error.
+		// A frame cut short is never taken as a message, so none was
+		// delivered.
+		return errors.Join(ErrClosed, err)
+	}
 	return err
 }
 

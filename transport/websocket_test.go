@@ -107,6 +107,10 @@ func TestWebSocketReadFrames(t *testing.T) {
 	if diff := cmp.Diff(transport.CloseInfo{WSCode: 4000, WSReason: "done here"}, ws.CloseInfo()); diff != "" {
 		t.Errorf("CloseInfo (-want +got):\n%s", diff)
 	}
+	// Closed by the peer: writes fail as closed.
+	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after the peer's close = %v, want ErrClosed", err)
+	}
 }
 
 func TestWebSocketWriteOneFramePerMessage(t *testing.T) {
@@ -210,6 +214,9 @@ func TestWebSocketTooLarge(t *testing.T) {
 	}
 	if ws.CloseInfo().Err == "" {
 		t.Errorf("CloseInfo has no error after an oversize frame: %+v", ws.CloseInfo())
+	}
+	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after an oversize frame = %v, want ErrClosed", err)
 	}
 	// The peer is told why.
 	if got := websocket.CloseStatus(<-serverErr); got != websocket.StatusMessageTooBig {
@@ -432,6 +439,9 @@ func TestWebSocketIdleClose(t *testing.T) {
 	}
 	if _, _, ok := rec.Find("websocket peer silent; closing"); !ok {
 		t.Error("the idle close was not logged")
+	}
+	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after the idle close = %v, want ErrClosed", err)
 	}
 	start = time.Now()
 	ws.Close()
