@@ -15,16 +15,25 @@
 //	oversize {bytes}            sends a message of about that many bytes, then answers
 //	ask_host {method, id}       sends the host a request with that raw id (colliding with the host's ids); answers "asked"
 //	count {}                    answers with the number of requests it has received
+//	send {method, params, notify}  sends the host a request (or notification) and
+//	                            answers with what came back, as JSON: {"result":...} or
+//	                            {"error":{"code","message","data"}}
+//	policy {}                   answers with the policy messages it received, as JSON
+//
+// As an MCPL server (Config.MCPL set) it answers featureSets/update as
+// Config.Policy says, and channels/list with one channel, #general.
 package testserver
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,6 +58,15 @@ type Config struct {
 	PageSize int
 	// NoServerInfo omits serverInfo and protocolVersion from initialize.
 	NoServerInfo bool
+	// Policy is how featureSets/update is answered: "accept" (the
+	// default), "degrade", "refuse" (fallback mcp-only), "refuse-close",
+	// "method-not-found", "error" (an error with words), or "ignore"
+	// (never answered).
+	Policy string
+	// Early lists methods the server sends the host as requests as soon as
+	// notifications/initialized arrives, before the policy exchange; each
+	// answer is kept for the "policy" tool to report.
+	Early []string
 	// Exit is how the process leaves (os.Exit in the program); tests in
 	// process may replace it.
 	Exit func(code int)
@@ -66,6 +84,8 @@ var Tools = []protocol.Tool{
 	{Name: "oversize", Description: "Sends an oversize message, then answers."},
 	{Name: "ask_host", Description: "Sends the host a request with a chosen id."},
 	{Name: "count", Description: "Answers with the number of requests received."},
+	{Name: "send", Description: "Sends the host a request or notification; answers with what came back."},
+	{Name: "policy", Description: "Answers with the policy messages received and early answers."},
 }
 
 // Server is one connection's worth of test server.
@@ -74,6 +94,15 @@ type Server struct {
 	s        transport.Stream
 	peer     *wire.Peer
 	requests atomic.Int64
+
+	mu       sync.Mutex
+	policies []policySeen
+	early    []json.RawMessage
+}
+
+type policySeen struct {
+	AsRequest bool            `json:"asRequest"`
+	Params    json.RawMessage `json:"params"`
 }
 
 // Serve runs the test server on s until the connection ends.
@@ -113,7 +142,21 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		}
 		return res, nil
 	case protocol.MethodInitialized:
+		for _, m := range srv.cfg.Early {
+			go func() {
+				ans := srv.send(context.Background(), m, json.RawMessage(`{"channels":[{"id":"general","label":"#general"}]}`), false)
+				srv.mu.Lock()
+				srv.early = append(srv.early, ans)
+				srv.mu.Unlock()
+			}()
+		}
 		return nil, nil
+	case protocol.MethodFeatureSetsUpdate:
+		return srv.policy(req)
+	case protocol.MethodChannelsList:
+		if len(srv.cfg.MCPL) > 0 {
+			return protocol.ChannelsListResult{Channels: []protocol.ChannelDescriptor{{ID: "general", Label: "#general"}}}, nil
+		}
 	case protocol.MethodToolsList:
 		return srv.listTools(req.Params)
 	case protocol.MethodToolsCall:
@@ -128,6 +171,58 @@ func (srv *Server) capabilities() map[string]any {
 		caps["experimental"] = map[string]json.RawMessage{"mcpl": srv.cfg.MCPL}
 	}
 	return caps
+}
+
+// policy answers featureSets/update as configured.
+func (srv *Server) policy(req *wire.Request) (any, error) {
+	srv.mu.Lock()
+	srv.policies = append(srv.policies, policySeen{AsRequest: !req.IsNotification(), Params: req.Params})
+	srv.mu.Unlock()
+	switch srv.cfg.Policy {
+	case "", "accept":
+		return protocol.PolicyReceipt{Accepted: true}, nil
+	case "degrade":
+		return protocol.PolicyReceipt{Accepted: true, Mode: "degraded", UnavailableFeatures: []protocol.UnavailableFeature{
+			{FeatureSet: "memory.extraction", MissingCapabilities: []string{"inferenceLifecycle"}, Effect: "disabled"}}}, nil
+	case "refuse":
+		return protocol.PolicyReceipt{Accepted: false, Fallback: protocol.FallbackMCPOnly, Reason: "this server needs inject.system"}, nil
+	case "refuse-close":
+		return protocol.PolicyReceipt{Accepted: false, Fallback: protocol.FallbackClose, Reason: "this server will not run without channels.publish"}, nil
+	case "method-not-found":
+		if req.IsNotification() {
+			return nil, nil
+		}
+		return nil, wire.ErrMethodNotFound
+	case "error":
+		return nil, &wire.Error{Code: -32000, Message: "policy store unavailable"}
+	case "ignore":
+		req.Defer()
+		return nil, nil
+	}
+	return nil, &wire.Error{Code: -32000, Message: "testserver: unknown -policy " + srv.cfg.Policy}
+}
+
+// send sends the host a request or notification and renders what came back.
+func (srv *Server) send(ctx context.Context, method string, params json.RawMessage, notify bool) json.RawMessage {
+	if notify {
+		err := srv.peer.Notify(ctx, method, params)
+		b, _ := json.Marshal(map[string]any{"sent": err == nil})
+		return b
+	}
+	var res json.RawMessage
+	err := srv.peer.Call(ctx, method, params, &res)
+	var ce *wire.CallError
+	switch {
+	case err == nil:
+		b, _ := json.Marshal(map[string]any{"result": res})
+		return b
+	case errors.As(err, &ce) && ce.Outcome == wire.ErrorResponse:
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ce.Code, "message": ce.Message, "data": ce.Data}})
+		return b
+	default:
+		b, _ := json.Marshal(map[string]any{"failed": err.Error()})
+		return b
+	}
 }
 
 func (srv *Server) listTools(params json.RawMessage) (any, error) {
@@ -149,15 +244,17 @@ func (srv *Server) listTools(params json.RawMessage) (any, error) {
 }
 
 type toolArgs struct {
-	Text    string   `json:"text"`
-	Message string   `json:"message"`
-	Code    int64    `json:"code"`
-	Signal  string   `json:"signal"`
-	MS      int      `json:"ms"`
-	Lines   []string `json:"lines"`
-	Bytes   int      `json:"bytes"`
-	Method  string   `json:"method"`
-	ID      int64    `json:"id"`
+	Text    string          `json:"text"`
+	Message string          `json:"message"`
+	Code    int64           `json:"code"`
+	Signal  string          `json:"signal"`
+	MS      int             `json:"ms"`
+	Lines   []string        `json:"lines"`
+	Bytes   int             `json:"bytes"`
+	Method  string          `json:"method"`
+	ID      int64           `json:"id"`
+	Params  json.RawMessage `json:"params"`
+	Notify  bool            `json:"notify"`
 }
 
 func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error) {
@@ -231,6 +328,17 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		return nil, nil
 	case "count":
 		return protocol.TextResult(fmt.Sprint(srv.requests.Load()), false), nil
+	case "send":
+		reply := req.Defer()
+		go func() {
+			reply(protocol.TextResult(string(srv.send(ctx, a.Method, a.Params, a.Notify)), false), nil)
+		}()
+		return nil, nil
+	case "policy":
+		srv.mu.Lock()
+		b, _ := json.Marshal(map[string]any{"policies": srv.policies, "early": srv.early})
+		srv.mu.Unlock()
+		return protocol.TextResult(string(b), false), nil
 	}
 	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 }

@@ -38,6 +38,9 @@ func main() {
 	flag.IntVar(&cfg.CrashAfter, "crash-after", 0, "exit with status 3 on the Nth request")
 	flag.Var(&banner, "banner", "a raw line to print before anything else (repeatable)")
 	flag.IntVar(&cfg.PageSize, "page-size", 0, "page tools/list by this many")
+	var early lines
+	flag.StringVar(&cfg.Policy, "policy", "accept", "how to answer featureSets/update: accept, degrade, refuse, refuse-close, method-not-found, error, ignore")
+	flag.Var(&early, "early", "a method to send the host right after initialized, before policy (repeatable)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
 	flag.StringVar(&listen, "listen", "", "serve WebSocket on this address (127.0.0.1:0) instead of stdio")
 	flag.BoolVar(&rawEcho, "raw-echo", false, "copy each stdin line to stdout unchanged (benchmark floor)")
@@ -45,6 +48,7 @@ func main() {
 	flag.BoolVar(&ignoreSigterm, "ignore-sigterm", false, "ignore SIGTERM")
 	flag.Parse()
 	cfg.Banner = banner
+	cfg.Early = early
 	if *nameFromEnv != "" {
 		cfg.Name = "unset"
 		if v, ok := os.LookupEnv(*nameFromEnv); ok {
