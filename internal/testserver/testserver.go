@@ -281,7 +281,7 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		return protocol.TextResult(a.Text, true), nil
 	case "exit":
 		if a.Signal != "" {
-			sig := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "SEGV": syscall.SIGSEGV}[strings.TrimPrefix(a.Signal, "SIG")]
+			sig := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM}[strings.TrimPrefix(a.Signal, "SIG")]
 			if sig != 0 {
 				syscall.Kill(os.Getpid(), sig)
 				select {} // wait for the signal to land
