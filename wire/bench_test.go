@@ -143,6 +143,15 @@ func BenchmarkStdio(b *testing.B) {
 			defer s.Close()
 			benchRaw(b, s, inflight)
 		})
+		b.Run("kind=hostonly/"+name, func(b *testing.B) {
+			s, err := transport.Spawn(transport.Command{Argv: []string{bin, "-canned"}}, transport.StdioOptions{Logger: benchDiscard()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := NewPeer(s, Options{Name: "bench", Logger: benchDiscard()})
+			defer p.Close()
+			benchCall(b, p, inflight)
+		})
 		b.Run("kind=call/"+name, func(b *testing.B) {
 			s, err := transport.Spawn(transport.Command{Argv: []string{bin}}, transport.StdioOptions{Logger: benchDiscard()})
 			if err != nil {

@@ -343,6 +343,34 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 }
 
+// CannedAnswers answers every request line with the same tools/call
+// result, echoing the request's numeric id, without parsing JSON: a server
+// that costs next to nothing, so a benchmark against it measures the host's
+// side of a round trip.
+func CannedAnswers(r io.Reader, w io.Writer) error {
+	s := transport.NewLineStream(r, w, nil, 0)
+	const key = `"id":`
+	for {
+		msg, err := s.Read()
+		if err != nil {
+			return err
+		}
+		i := strings.Index(string(msg), key)
+		if i < 0 {
+			continue
+		}
+		j := i + len(key)
+		k := j
+		for k < len(msg) && msg[k] >= '0' && msg[k] <= '9' {
+			k++
+		}
+		out := `{"jsonrpc":"2.0","id":` + string(msg[j:k]) + `,"result":{"content":[{"type":"text","text":"the quick brown fox jumps over the lazy dog"}]}}`
+		if err := s.Write(context.Background(), []byte(out)); err != nil {
+			return err
+		}
+	}
+}
+
 // RawEcho copies each line from r to w unchanged: the floor for benchmarks.
 func RawEcho(r io.Reader, w io.Writer) error {
 	s := transport.NewLineStream(r, w, nil, 0)

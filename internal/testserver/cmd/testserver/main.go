@@ -44,6 +44,7 @@ func main() {
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
 	flag.StringVar(&listen, "listen", "", "serve WebSocket on this address (127.0.0.1:0) instead of stdio")
 	flag.BoolVar(&rawEcho, "raw-echo", false, "copy each stdin line to stdout unchanged (benchmark floor)")
+	canned := flag.Bool("canned", false, "answer every request with the same result, parsing nothing (benchmarks)")
 	flag.BoolVar(&ignoreStdin, "ignore-stdin-close", false, "keep running after stdin closes")
 	flag.BoolVar(&ignoreSigterm, "ignore-sigterm", false, "ignore SIGTERM")
 	flag.Parse()
@@ -68,6 +69,8 @@ func main() {
 	switch {
 	case rawEcho:
 		testserver.RawEcho(os.Stdin, os.Stdout)
+	case *canned:
+		testserver.CannedAnswers(os.Stdin, os.Stdout)
 	case listen != "":
 		serveWebSocket(listen, cfg)
 	default:
