@@ -1,0 +1,221 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// requiredCapability maps each privileged inbound method to the capability
+// admission checks (SPEC §14.1, §9, §11, §12).
+var requiredCapability = map[string]string{
+	protocol.MethodPushEvent:        "pushEvents",
+	protocol.MethodChannelsRegister: "channels.register",
+	protocol.MethodChannelsChanged:  "channels.register",
+	protocol.MethodChannelsList:     "channels.register",
+	protocol.MethodChannelsIncoming: "channels.incoming",
+	protocol.MethodInferenceRequest: "inferenceRequest",
+	protocol.MethodModelInfo:        "modelInfo",
+}
+
+// Answers to methods MCPL 0.5.0 removed: each says what replaced it.
+var removedMethods = map[string]string{
+	protocol.MethodFeatureSetsChanged: "featureSets/changed was removed in MCPL 0.5.0: a server announces a changed manifest with mcpl/manifestChanged (SPEC §17)",
+	protocol.MethodScopeElevate:       "scope/elevate was removed in MCPL 0.5.0 with scoped access (SPEC §7): what a server may do is the grant the host computes",
+}
+
+// serve is the connection's handler. A privileged method that arrives
+// before the policy exchange settles waits for it here, in arrival order
+// with everything behind it, then is admitted or rejected against the
+// grant; the wire peer's queue bounds how many wait (Config.MaxHeld), and
+// refuses the rest. Answers to this host's own requests keep flowing
+// meanwhile: the peer routes them on its reader, not here.
+//
+// SPEC §5.3 says to reject privileged methods before policy; several real
+// servers send channels/register right after initialize and give up on a
+// rejection (reference/interop.md item 6). Holding them until the grant is
+// known, then deciding, serves those servers without admitting anything the
+// grant does not allow.
+func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
+	if msg, ok := removedMethods[req.Method]; ok {
+		return nil, &wire.Error{Code: wire.CodeMethodNotFound, Message: msg}
+	}
+	capability, privileged := requiredCapability[req.Method]
+	if !privileged {
+		return c.s.serveHost(ctx, req)
+	}
+	select {
+	case <-c.settledCh:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	g := c.currentGrant()
+	if !g.Has(capability) {
+		reason := fmt.Sprintf("%s rejected: capability %q is not in the effective grant", req.Method, capability)
+		c.s.observe(req, false, reason)
+		if req.IsNotification() {
+			c.s.log.Info("privileged notification discarded", "method", req.Method, "capability", capability)
+			return nil, nil
+		}
+		return nil, wire.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
+	}
+	if req.Method == protocol.MethodPushEvent {
+		return c.s.pushEvent(req, g)
+	}
+	c.s.observe(req, true, "")
+	res, err := c.s.serveHost(ctx, req)
+	if errors.Is(err, wire.ErrMethodNotFound) {
+		return nil, &wire.Error{Code: wire.CodeMethodNotFound, Message: notImplemented(req.Method)}
+	}
+	return res, err
+}
+
+// notImplemented says why an admitted method gets no answer of substance.
+func notImplemented(method string) string {
+	if method == protocol.MethodModelInfo {
+		return "model/info unavailable: this host has no truthful model information (no context window source) to give"
+	}
+	return method + " is not implemented by this host"
+}
+
+// serveHost hands a method to the host's handler.
+func (s *Session) serveHost(ctx context.Context, req *wire.Request) (any, error) {
+	if s.cfg.Handler == nil {
+		return nil, wire.ErrMethodNotFound
+	}
+	return s.cfg.Handler.Serve(ctx, req)
+}
+
+func (s *Session) observe(req *wire.Request, admitted bool, reason string) {
+	if s.cfg.OnInbound != nil {
+		s.cfg.OnInbound(Inbound{Method: req.Method, Request: !req.IsNotification(), Admitted: admitted, Reason: reason, Params: req.Params})
+	}
+}
+
+// pushEvent validates an admitted push/event (SPEC §9, §6.5), answers a
+// retried eventId as it answered the first, and hands a new event to the
+// host.
+func (s *Session) pushEvent(req *wire.Request, g grant.Grant) (any, error) {
+	var p protocol.PushEventParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		return s.rejectPush(req, "", wire.NewError(wire.CodeInvalidParams, "Invalid params: push/event params are not an object of the right shape", nil))
+	}
+	if p.FeatureSet == "" {
+		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeFeatureSetNotEnabled, "Feature set not enabled: push/event must name its feature set", map[string]string{"featureSet": ""}))
+	}
+	fs, declared := g.FeatureSet(p.FeatureSet)
+	if !declared {
+		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeUnknownFeatureSet, fmt.Sprintf("Unknown feature set: %q is not declared", p.FeatureSet), map[string]string{"featureSet": p.FeatureSet}))
+	}
+	if fs.State != grant.StateEnabled {
+		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeFeatureSetNotEnabled, fmt.Sprintf("Feature set not enabled: %q is disabled (%s)", p.FeatureSet, fs.Reason), map[string]string{"featureSet": p.FeatureSet}))
+	}
+	if p.EventID == "" {
+		return s.rejectPush(req, "", wire.NewError(wire.CodeInvalidParams, "Invalid params: push/event requires an eventId", nil))
+	}
+	if prior, seen := s.dedupe.get(p.EventID); seen {
+		s.log.Debug("push/event retried; answered as before", "event_id", p.EventID)
+		s.observe(req, true, "duplicate eventId: answered as before")
+		return prior, nil
+	}
+	res := protocol.PushEventResult{Accepted: true}
+	s.dedupe.put(p.EventID, res)
+	s.observe(req, true, "")
+	if s.cfg.OnPushEvent != nil {
+		s.cfg.OnPushEvent(PushEvent{Server: s.cfg.ID, Params: p, Raw: req.Params})
+	}
+	return res, nil
+}
+
+func (s *Session) rejectPush(req *wire.Request, eventID string, e *wire.Error) (any, error) {
+	s.log.Info("push/event rejected", slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", e.Message))
+	s.observe(req, false, e.Message)
+	return nil, e
+}
+
+// dedupe remembers the answers to recent eventIds (bounded), across the
+// session's connections.
+type dedupe struct {
+	mu    sync.Mutex
+	seen  map[string]protocol.PushEventResult
+	order []string
+}
+
+const dedupeKeep = 4096
+
+func (d *dedupe) get(id string) (protocol.PushEventResult, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.seen[id]
+	return r, ok
+}
+
+func (d *dedupe) put(id string, r protocol.PushEventResult) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = make(map[string]protocol.PushEventResult)
+	}
+	if len(d.order) >= dedupeKeep {
+		delete(d.seen, d.order[0])
+		d.order = d.order[1:]
+	}
+	d.seen[id] = r
+	d.order = append(d.order, id)
+}
+
+// HostAdvertisement is the host's experimental.mcpl for initialize: MCPL
+// 0.5, each implemented path as a nested member (MCP's own "tools" left
+// out), and featureSets. It says what this host implements, no more and no
+// less.
+func HostAdvertisement(implemented []string) json.RawMessage {
+	root := map[string]any{"version": protocol.MCPLVersion05, "featureSets": true}
+	for _, p := range implemented {
+		if p == "tools" {
+			continue
+		}
+		setPath(root, p)
+	}
+	b, _ := json.Marshal(root)
+	return b
+}
+
+// setPath sets a dotted path to true in a nested map. A path that is both a
+// capability and a parent ("inferenceRequest" beside
+// "inferenceRequest.streaming") becomes the object of its children.
+func setPath(m map[string]any, path string) {
+	segs := splitPath(path)
+	for i, seg := range segs {
+		if i == len(segs)-1 {
+			if _, isObj := m[seg].(map[string]any); !isObj {
+				m[seg] = true
+			}
+			return
+		}
+		next, ok := m[seg].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[seg] = next
+		}
+		m = next
+	}
+}
+
+func splitPath(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, p[start:])
+}

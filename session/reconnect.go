@@ -1,0 +1,56 @@
+package session
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// backoff returns the delay before reconnect attempt n (0 for the first):
+// initial doubled n times, at most max, then varied by ±25% (jitter in
+// [0,1) picks where in that range).
+func backoff(n int, initial, max time.Duration, jitter float64) time.Duration {
+	if initial <= 0 {
+		initial = 5 * time.Second
+	}
+	if max <= 0 {
+		max = 300 * time.Second
+	}
+	d := initial
+	for i := 0; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return time.Duration(float64(d) * (0.75 + 0.5*jitter))
+}
+
+// redialLoop reconnects with backoff until it succeeds, the session closes,
+// or the server refuses the policy asking to close. It never gives up
+// otherwise.
+func (s *Session) redialLoop() {
+	for n := 0; ; n++ {
+		d := backoff(n, s.cfg.Reconnect.Initial, s.cfg.Reconnect.Max, rand.Float64())
+		t := time.NewTimer(d)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		err := s.connect(s.ctx)
+		if err == nil {
+			s.log.Info("reconnected", "attempt", n+1)
+			return
+		}
+		if errors.Is(err, errRefusedClose) || errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("reconnect attempt failed", "attempt", n+1, "error", err.Error())
+	}
+}
+
+// redial is the background loop after a failed first connect.
+func (s *Session) redial() {
+	defer s.wg.Done()
+	s.redialLoop()
+}
