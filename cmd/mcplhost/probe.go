@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,35 +9,17 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
 	"github.com/mcpl-go/mcpl/transport"
 	"github.com/mcpl-go/mcpl/wire"
 )
 
 // version is mcplhost's version in clientInfo.
 const version = "0.1.0"
-
-// probeReport is what probe found, printed as text or as JSON.
-type probeReport struct {
-	Server     *probeServer    `json:"server"`
-	MCPL       json.RawMessage `json:"mcpl"`
-	Tools      []protocol.Tool `json:"tools"`
-	ToolsError string          `json:"toolsError,omitempty"`
-	Calls      []probeResult   `json:"calls"`
-}
-
-type probeServer struct {
-	Name            string `json:"name,omitempty"`
-	Version         string `json:"version,omitempty"`
-	ProtocolVersion string `json:"protocolVersion,omitempty"`
-}
-
-type probeResult struct {
-	Name string `json:"name"`
-	OK   bool   `json:"ok"`
-	Text string `json:"text"`
-}
 
 func runProbe(args []string, stdout, stderr io.Writer) int {
 	f, err := parseProbeFlags(args)
@@ -57,56 +38,64 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx := context.Background()
-	stream, err := openProbeStream(ctx, f, log)
+	ev := &eventLog{out: stdout, json: f.json}
+	var dialErr error
+	sess, err := session.Connect(ctx, session.Config{
+		ID: f.id,
+		Dial: func(ctx context.Context) (transport.Stream, error) {
+			s, err := openProbeStream(ctx, f, log)
+			dialErr = err
+			return s, err
+		},
+		Policy:         grant.Policy{Enable: f.enable, Disable: f.disable},
+		RequestTimeout: f.timeout,
+		Handler:        probeHandler{},
+		OnInbound:      ev.add,
+		Logger:         log,
+		ClientName:     "mcplhost",
+		ClientVersion:  version,
+	})
+	if dialErr != nil {
+		fmt.Fprintf(stderr, "mcplhost probe: %v\n", dialErr)
+		return exitFail
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: %v\n", err)
+		fmt.Fprintf(stderr, "mcplhost probe: the handshake failed: %s\n", handshakeError(err))
 		return exitFail
 	}
-	peer := wire.NewPeer(stream, wire.Options{Name: f.id, Timeout: f.timeout, Logger: log})
-	defer peer.Close()
+	defer sess.Close()
 
-	var init protocol.InitializeResult
-	err = peer.Call(ctx, protocol.MethodInitialize, protocol.InitializeParams{
-		ProtocolVersion: protocol.ProtocolVersion,
-		Capabilities:    protocol.ClientCapabilities{},
-		ClientInfo:      protocol.Implementation{Name: "mcplhost", Version: version},
-	}, &init)
-	if err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: the handshake failed: %v\n", err)
-		return exitFail
-	}
-	// Some servers read exactly one message after their initialize answer
-	// and drop it unless it is this one: it goes first, before anything.
-	if err := peer.Notify(ctx, protocol.MethodInitialized, nil); err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: the handshake failed: %v\n", err)
-		return exitFail
-	}
-
-	rep := probeReport{MCPL: init.Capabilities.MCPL(), Calls: []probeResult{}}
-	if init.ServerInfo != nil || init.ProtocolVersion != "" {
-		rep.Server = &probeServer{ProtocolVersion: init.ProtocolVersion}
-		if init.ServerInfo != nil {
-			rep.Server.Name, rep.Server.Version = init.ServerInfo.Name, init.ServerInfo.Version
-		}
-	}
-	rep.Tools, err = listTools(ctx, peer)
+	st := sess.State()
+	rep := newProbeReport(st)
+	rep.Tools, err = listTools(ctx, sess)
 	if err != nil {
 		rep.ToolsError = err.Error()
 	}
+	if st.Grant.Has("channels.register") {
+		var list json.RawMessage
+		if err := sess.Call(ctx, protocol.MethodChannelsList, struct{}{}, &list); err != nil {
+			rep.ChannelsError = err.Error()
+		} else {
+			rep.Channels = list
+		}
+	}
 	if !f.json {
 		printHeader(stdout, f.id, rep)
+		ev.goLive()
 	}
 	for _, c := range f.calls {
-		res := callTool(ctx, peer, f.id, c)
+		res := callTool(ctx, sess, f.id, c)
 		rep.Calls = append(rep.Calls, res)
 		if !f.json {
 			printCall(stdout, res)
 		}
 	}
+	if f.wait > 0 {
+		t := time.NewTimer(f.wait)
+		<-t.C
+	}
 	if f.json {
-		if rep.Tools == nil {
-			rep.Tools = []protocol.Tool{}
-		}
+		rep.Events = ev.all()
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
@@ -116,6 +105,15 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// handshakeError words a failed connect in one line.
+func handshakeError(err error) string {
+	var ce *wire.CallError
+	if errors.As(err, &ce) {
+		return ce.Error()
+	}
+	return err.Error()
 }
 
 func openProbeStream(ctx context.Context, f probeFlags, log *slog.Logger) (transport.Stream, error) {
@@ -144,8 +142,13 @@ func openProbeStream(ctx context.Context, f probeFlags, log *slog.Logger) (trans
 // ends.
 const maxToolPages = 1000
 
+// caller makes requests: a session, or a bare peer.
+type caller interface {
+	Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error
+}
+
 // listTools lists every tool, following nextCursor.
-func listTools(ctx context.Context, peer *wire.Peer) ([]protocol.Tool, error) {
+func listTools(ctx context.Context, peer caller) ([]protocol.Tool, error) {
 	var tools []protocol.Tool
 	seen := map[string]bool{}
 	cursor := ""
@@ -168,7 +171,7 @@ func listTools(ctx context.Context, peer *wire.Peer) ([]protocol.Tool, error) {
 }
 
 // callTool makes one call and renders its outcome as an agent would read it.
-func callTool(ctx context.Context, peer *wire.Peer, server string, c probeCall) probeResult {
+func callTool(ctx context.Context, peer caller, server string, c probeCall) probeResult {
 	var res protocol.CallToolResult
 	err := peer.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: c.tool, Arguments: c.args}, &res)
 	if err != nil {
@@ -190,63 +193,4 @@ func callTool(ctx context.Context, peer *wire.Peer, server string, c probeCall) 
 		text = string(b)
 	}
 	return probeResult{Name: c.tool, OK: true, Text: text}
-}
-
-func printHeader(w io.Writer, id string, rep probeReport) {
-	switch {
-	case rep.Server == nil:
-		fmt.Fprintf(w, "server %q: no serverInfo given\n", id)
-	default:
-		fmt.Fprintf(w, "server %q: %s %s", id, orDash(rep.Server.Name), rep.Server.Version)
-		if rep.Server.ProtocolVersion != "" {
-			fmt.Fprintf(w, " (protocol %s)", rep.Server.ProtocolVersion)
-		}
-		fmt.Fprintln(w)
-	}
-	if rep.MCPL == nil {
-		fmt.Fprintln(w, "mcpl: none (a plain MCP server)")
-	} else {
-		fmt.Fprintf(w, "mcpl: %s\n", compact(rep.MCPL))
-	}
-	if rep.ToolsError != "" {
-		fmt.Fprintf(w, "tools: error: %s\n", rep.ToolsError)
-	}
-	fmt.Fprintf(w, "tools (%d):\n", len(rep.Tools))
-	for _, t := range rep.Tools {
-		if t.Description != "" {
-			fmt.Fprintf(w, "  %s: %s\n", t.Name, oneLine(t.Description))
-		} else {
-			fmt.Fprintf(w, "  %s\n", t.Name)
-		}
-	}
-}
-
-func printCall(w io.Writer, r probeResult) {
-	if !r.OK {
-		fmt.Fprintf(w, "call %s: error: %s\n", r.Name, r.Text)
-		return
-	}
-	fmt.Fprintf(w, "call %s: ok\n", r.Name)
-	if r.Text != "" {
-		fmt.Fprintln(w, r.Text)
-	}
-}
-
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

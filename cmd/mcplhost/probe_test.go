@@ -175,6 +175,11 @@ func TestProbeEcho(t *testing.T) {
 	}
 	want := `server "server": echo 0.1.0 (protocol 2024-11-05)
 mcpl: {"version":"0.5"}
+policy: accepted
+grant: effective: tools
+grant: denied: (none)
+feature sets (0):
+channels: not listed (channels.register is not granted)
 tools (1):
   echo: Answers with the text it is given.
 call echo: ok

@@ -18,6 +18,9 @@ type probeFlags struct {
 	tokenEnv   string
 	inheritEnv bool
 	verbose    bool
+	wait       time.Duration
+	enable     []string
+	disable    []string
 	command    []string
 	help       bool
 }
@@ -31,7 +34,9 @@ const probeUsage = `usage: mcplhost probe [flags] -- COMMAND ARGS...
        mcplhost probe [flags] --url ws://HOST:PORT/PATH
 
 Connects to one server (a subprocess over stdio, or a WebSocket URL), runs the
-MCP handshake, lists its tools, makes each --call, and prints a report.
+MCP handshake and the MCPL policy exchange, lists its tools and channels, makes
+each --call, and prints a report: the server, its MCPL advertisement, the policy
+outcome, the effective and denied capabilities, each feature set's state.
 
 flags:
   --id NAME           the server's name in texts (default "server")
@@ -41,6 +46,12 @@ flags:
   --url URL           connect over WebSocket instead of running a command
   --token-env NAME    send the bearer token held in environment variable NAME (with --url)
   --inherit-env       give the command this process's whole environment
+  --wait D            after the calls, keep listening for D, printing each privileged
+                      message the server sends (admitted or rejected, and why)
+  --enable PATH       host policy: grant only capability paths matching these patterns
+                      (repeatable; without it, everything advertised and implemented
+                      except context injection)
+  --disable PATH      host policy: never grant paths matching PATH or beneath it (repeatable)
   -v, --verbose       log operator detail (debug level) to stderr
 
 Exit status: 0 when the handshake worked, 1 when it did not, 2 for usage errors.
@@ -88,6 +99,27 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 				if err != nil {
 					err = fmt.Errorf("--timeout %q: %v", s, err)
 				}
+			}
+		case "wait":
+			var s string
+			if s, err = next(); err == nil {
+				f.wait, err = time.ParseDuration(s)
+				if err == nil && f.wait < 0 {
+					err = errors.New("--wait must not be negative")
+				}
+				if err != nil {
+					err = fmt.Errorf("--wait %q: %v", s, err)
+				}
+			}
+		case "enable":
+			var s string
+			if s, err = next(); err == nil {
+				f.enable = append(f.enable, s)
+			}
+		case "disable":
+			var s string
+			if s, err = next(); err == nil {
+				f.disable = append(f.disable, s)
 			}
 		case "json":
 			f.json = true
