@@ -18,7 +18,8 @@
 //	send {method, params, notify}  sends the host a request (or notification) and
 //	                            answers with what came back, as JSON: {"result":...} or
 //	                            {"error":{"code","message","data"}}
-//	policy {}                   answers with the policy messages it received, as JSON
+//	policy {}                   answers with the policy messages it received and the
+//	                            answers to its -early requests (once all are in), as JSON
 //
 // As an MCPL server (Config.MCPL set) it answers featureSets/update as
 // Config.Policy says, and channels/list with one channel, #general.
@@ -98,6 +99,7 @@ type Server struct {
 	mu       sync.Mutex
 	policies []policySeen
 	early    []json.RawMessage
+	earlyWG  sync.WaitGroup // the early requests still waiting for answers
 }
 
 type policySeen struct {
@@ -143,7 +145,9 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return res, nil
 	case protocol.MethodInitialized:
 		for _, m := range srv.cfg.Early {
+			srv.earlyWG.Add(1)
 			go func() {
+				defer srv.earlyWG.Done()
 				ans := srv.send(context.Background(), m, json.RawMessage(`{"channels":[{"id":"general","label":"#general"}]}`), false)
 				srv.mu.Lock()
 				srv.early = append(srv.early, ans)
@@ -335,10 +339,15 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		}()
 		return nil, nil
 	case "policy":
-		srv.mu.Lock()
-		b, _ := json.Marshal(map[string]any{"policies": srv.policies, "early": srv.early})
-		srv.mu.Unlock()
-		return protocol.TextResult(string(b), false), nil
+		reply := req.Defer()
+		go func() {
+			srv.earlyWG.Wait() // report the early answers once they are in
+			srv.mu.Lock()
+			b, _ := json.Marshal(map[string]any{"policies": srv.policies, "early": srv.early})
+			srv.mu.Unlock()
+			reply(protocol.TextResult(string(b), false), nil)
+		}()
+		return nil, nil
 	}
 	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 }
