@@ -1,0 +1,218 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// privileged lists every privileged inbound method, the capability that
+// admits it, params to send, and what the test host (handled) answers when
+// it is admitted.
+var privileged = []struct {
+	method, capability, params, admitted string
+}{
+	{protocol.MethodPushEvent, "pushEvents", pushParams("chat", "evt-matrix"), `{"accepted":true}`},
+	{protocol.MethodChannelsRegister, "channels.register", `{"channels":[{"id":"general","label":"#general"}]}`,
+		`{"results":[{"id":"general","accepted":true}]}`},
+	{protocol.MethodChannelsChanged, "channels.register", `{"added":[{"id":"random"}],"removed":["general"]}`,
+		`{"results":[{"id":"random","accepted":true},{"id":"general","accepted":true}]}`},
+	{protocol.MethodChannelsList, "channels.register", `{}`, `{"handled":"channels/list"}`},
+	{protocol.MethodChannelsIncoming, "channels.incoming",
+		`{"messages":[{"channelId":"general","messageId":"m1","content":[{"type":"text","text":"hi"}]}]}`, `{"handled":"channels/incoming"}`},
+	{protocol.MethodInferenceRequest, "inferenceRequest",
+		`{"featureSet":"chat","messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":10}`, `{"handled":"inference/request"}`},
+	{protocol.MethodModelInfo, "modelInfo", `{}`, `{"handled":"model/info"}`},
+}
+
+// earlyAdmitted is what the test host answers each method sent by -early,
+// whose params are always {"channels":[{"id":"general","label":"#general"}]}.
+// push/event passes admission and then fails validation: it names no
+// feature set.
+var earlyAdmitted = map[string]string{
+	protocol.MethodChannelsRegister: `{"results":[{"id":"general","accepted":true}]}`,
+	protocol.MethodChannelsChanged:  `{"results":[]}`,
+	protocol.MethodChannelsList:     `{"handled":"channels/list"}`,
+	protocol.MethodChannelsIncoming: `{"handled":"channels/incoming"}`,
+	protocol.MethodInferenceRequest: `{"handled":"inference/request"}`,
+	protocol.MethodModelInfo:        `{"handled":"model/info"}`,
+}
+
+// wantEarlyAdmitted checks the answer to an admitted -early method.
+func wantEarlyAdmitted(t testing.TB, method string, a answer) {
+	t.Helper()
+	if method == protocol.MethodPushEvent {
+		wantError(t, a, protocol.CodeFeatureSetNotEnabled, `{"featureSet":""}`)
+		return
+	}
+	wantResult(t, a, earlyAdmitted[method])
+}
+
+// wantDenied checks a -32002 naming capability and why.
+func wantDenied(t testing.TB, a answer, capability, why string) {
+	t.Helper()
+	wantError(t, a, protocol.CodeCapabilityDenied, fmt.Sprintf(`{"capability":%q}`, capability), fmt.Sprintf("%q", capability), why)
+	other := map[string]string{notGranted: notEstablished, notEstablished: notGranted}[why]
+	if strings.Contains(a.Error.Message, other) {
+		t.Fatalf("denial %q says both %q and %q", a.Error.Message, why, other)
+	}
+}
+
+// The words of a -32002 that say why: the capability is not in an
+// established grant, or policy is not established on the connection.
+const (
+	notGranted     = "is not in the effective grant"
+	notEstablished = "policy is not yet established"
+)
+
+// disableAll is host policy that denies every privileged capability the
+// test server advertises.
+var disableAll = grant.Policy{Disable: []string{"pushEvents", "channels", "inferenceRequest", "modelInfo"}}
+
+// countingHandler wraps handled and counts what reaches it.
+type countingHandler struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (h *countingHandler) Serve(ctx context.Context, req *wire.Request) (any, error) {
+	h.mu.Lock()
+	h.calls = append(h.calls, req.Method)
+	h.mu.Unlock()
+	return handled.Serve(ctx, req)
+}
+
+func (h *countingHandler) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+// TestAdmitGranted: the admission matrix's granted column, on the wire.
+func TestAdmitGranted(t *testing.T) {
+	box := newInbox()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: handled, OnInbound: box.onInbound})
+	for i, m := range privileged {
+		wantResult(t, send(t, s, m.method, m.params), m.admitted)
+		in := box.wait(t, i+1)[i]
+		if in.Method != m.method || !in.Request || !in.Admitted {
+			t.Errorf("inbound %+v, want %s admitted", in, m.method)
+		}
+	}
+}
+
+// TestAdmitNotGranted: the not-granted column, for each way a capability
+// can be missing from an established grant.
+func TestAdmitNotGranted(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ad          string
+		implemented []string
+		policy      grant.Policy
+		only        []string // the methods this case covers; nil for all
+	}{
+		{"host policy disables it", adFull, everything, disableAll, nil},
+		{"the server does not advertise it", `{"version":"0.5","featureSets":{"chat":{"description":"c","uses":["pushEvents"]}}}`, everything, grant.Policy{}, nil},
+		{"this host does not implement it", adFull, nil, grant.Policy{}, []string{protocol.MethodInferenceRequest, protocol.MethodModelInfo}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &countingHandler{}
+			box := newInbox()
+			s := open(t, session.Config{Dial: spawn(t, "-mcpl", tc.ad), Implemented: tc.implemented, Policy: tc.policy, Handler: h, OnInbound: box.onInbound})
+			if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+				t.Fatalf("policy %+v, want accepted", st.Policy)
+			}
+			n := 0
+			for _, m := range privileged {
+				if tc.only != nil && !contains(tc.only, m.method) {
+					continue
+				}
+				wantDenied(t, send(t, s, m.method, m.params), m.capability, notGranted)
+				if !strings.Contains(send(t, s, m.method, m.params).Error.Message, m.method) {
+					t.Errorf("the denial of %s does not name the method", m.method)
+				}
+				n += 2
+				in := box.wait(t, n)[n-1]
+				if in.Method != m.method || in.Admitted || in.Reason == "" {
+					t.Errorf("inbound %+v, want %s rejected with a reason", in, m.method)
+				}
+			}
+			if got := h.got(); len(got) != 0 {
+				t.Errorf("denied methods reached the handler: %v", got)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRemovedMethods: featureSets/changed and scope/elevate get -32601
+// saying what replaced them.
+func TestRemovedMethods(t *testing.T) {
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: handled})
+	wantError(t, send(t, s, protocol.MethodFeatureSetsChanged, `{"enabled":["chat"]}`), wire.CodeMethodNotFound, "",
+		"featureSets/changed was removed", "mcpl/manifestChanged")
+	wantError(t, send(t, s, protocol.MethodScopeElevate, `{"scope":"x"}`), wire.CodeMethodNotFound, "",
+		"scope/elevate was removed", "grant")
+	// Any other unknown method is method-not-found too.
+	wantError(t, send(t, s, "state/update", `{}`), wire.CodeMethodNotFound, "", "state/update")
+}
+
+// TestUnhandledAdmitted: an admitted method the host does not handle is
+// answered with an error, never silence; model/info says there is no
+// truthful model information.
+func TestUnhandledAdmitted(t *testing.T) {
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything})
+	wantError(t, send(t, s, protocol.MethodModelInfo, `{}`), wire.CodeMethodNotFound, "", "model/info", "no truthful model information")
+	for _, m := range privileged[1:6] {
+		wantError(t, send(t, s, m.method, m.params), wire.CodeMethodNotFound, "", m.method, "not implemented")
+	}
+	// Not granted, it is -32002 all the same.
+	s2 := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull)})
+	wantDenied(t, send(t, s2, protocol.MethodModelInfo, `{}`), "modelInfo", notGranted)
+}
+
+// TestDeniedNotification: a denied privileged notification is dropped with a
+// log line, and the host is told; an admitted one reaches the handler.
+func TestDeniedNotification(t *testing.T) {
+	rec := newRecorder()
+	box := newInbox()
+	h := &countingHandler{}
+	s := open(t, session.Config{
+		Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: h, OnInbound: box.onInbound, Logger: rec.logger(),
+		Policy: grant.Policy{Disable: []string{"channels.incoming"}},
+	})
+	notify(t, s, protocol.MethodChannelsIncoming, privileged[4].params)
+	in := box.wait(t, 1)[0]
+	if in.Method != protocol.MethodChannelsIncoming || in.Request || in.Admitted {
+		t.Errorf("inbound %+v, want a denied notification", in)
+	}
+	got := rec.one(t, "privileged notification discarded")
+	if got.Attrs["method"] != protocol.MethodChannelsIncoming || got.Attrs["capability"] != "channels.incoming" {
+		t.Errorf("log %+v", got)
+	}
+	notify(t, s, protocol.MethodChannelsChanged, `{"added":[{"id":"random"}]}`)
+	if in := box.wait(t, 2)[1]; !in.Admitted || in.Request {
+		t.Errorf("inbound %+v, want an admitted notification", in)
+	}
+	// The handler runs after OnInbound; a request behind the notification
+	// is handled after it.
+	send(t, s, protocol.MethodChannelsList, `{}`)
+	if calls := h.got(); len(calls) != 2 || calls[0] != protocol.MethodChannelsChanged {
+		t.Errorf("handler calls %v, want channels/changed then channels/list", calls)
+	}
+}

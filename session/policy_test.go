@@ -1,0 +1,301 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// policyParams decodes a featureSets/update's params, failing unless all
+// four lists are present and JSON arrays (never null, never absent: SPEC
+// §5.3 reads an absent list as something else).
+func policyParams(t testing.TB, raw json.RawMessage) protocol.FeatureSetsUpdateParams {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatalf("policy params %s: %v", raw, err)
+	}
+	for _, k := range []string{"effectiveCapabilities", "deniedCapabilities", "enabled", "disabled"} {
+		v, ok := fields[k]
+		if !ok || len(v) == 0 || v[0] != '[' {
+			t.Fatalf("policy params %s: %q is %s, want an array", raw, k, v)
+		}
+	}
+	var p protocol.FeatureSetsUpdateParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The grant the default host computes for adFull.
+var (
+	fullEffective = []string{"channels.incoming", "channels.register", "pushEvents", "tools"}
+	fullDenied    = []string{"channels.acknowledge", "channels.lifecycle", "channels.publish", "channels.streaming",
+		"channels.typing", "inferenceRequest", "inferenceRequest.streaming", "modelInfo"}
+)
+
+func TestPolicyAccepted(t *testing.T) {
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Logger: rec.logger()})
+	st := s.State()
+	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+		t.Fatalf("state %+v, want connected with the policy accepted", st)
+	}
+	if diff := cmp.Diff(fullEffective, s.Grant().Effective); diff != "" {
+		t.Errorf("effective grant (-want +got):\n%s", diff)
+	}
+	r := policyReport(t, s)
+	if len(r.Policies) != 1 || !r.Policies[0].AsRequest {
+		t.Fatalf("the server got policies %+v, want one, as a request", r.Policies)
+	}
+	p := policyParams(t, r.Policies[0].Params)
+	want := protocol.FeatureSetsUpdateParams{
+		EffectiveCapabilities: fullEffective,
+		DeniedCapabilities:    fullDenied,
+		Enabled:               []string{"chat"},
+		Disabled:              []string{"lifecycle"},
+	}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("policy on the wire (-want +got):\n%s", diff)
+	}
+	if got := rec.one(t, "policy established"); got.Attrs["outcome"] != session.OutcomeAccepted {
+		t.Errorf("log %+v, want outcome accepted", got)
+	}
+	// Established: an admitted push/event works on the wire.
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-accepted")), `{"accepted":true}`)
+}
+
+// TestPolicyDegraded: a degraded receipt establishes the grant and logs each
+// unavailable feature set with its effect.
+func TestPolicyDegraded(t *testing.T) {
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "degrade"), Logger: rec.logger()})
+	st := s.State()
+	if st.Policy == nil || st.Policy.Outcome != session.OutcomeDegraded || st.Policy.Receipt == nil {
+		t.Fatalf("policy %+v, want degraded with its receipt", st.Policy)
+	}
+	if diff := cmp.Diff(fullEffective, st.Grant.Effective); diff != "" {
+		t.Errorf("effective grant (-want +got):\n%s", diff)
+	}
+	got := rec.one(t, "feature set degraded by the server")
+	if got.Attrs["feature_set"] != "memory.extraction" || got.Attrs["effect"] != "disabled" {
+		t.Errorf("degraded log %+v, want memory.extraction with effect disabled", got)
+	}
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-degraded")), `{"accepted":true}`)
+}
+
+// TestPolicy04MethodNotFound: a 0.4 server that refuses the Request form gets
+// the same policy as a Notification, and the grant holds.
+func TestPolicy04MethodNotFound(t *testing.T) {
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad04, "-policy", "method-not-found"), Logger: rec.logger()})
+	st := s.State()
+	if st.Policy == nil || st.Policy.Outcome != session.OutcomeNotification {
+		t.Fatalf("policy %+v, want the 0.4 notification path", st.Policy)
+	}
+	if diff := cmp.Diff([]string{"channels.incoming", "channels.register", "pushEvents", "tools"}, st.Grant.Effective); diff != "" {
+		t.Errorf("effective grant (-want +got):\n%s", diff)
+	}
+	rec.one(t, "a 0.4 server took the policy as a notification (the 0.4 path)")
+	r := policyReport(t, s)
+	if len(r.Policies) != 2 || !r.Policies[0].AsRequest || r.Policies[1].AsRequest {
+		t.Fatalf("policies %+v, want a request then a notification", r.Policies)
+	}
+	if !jsonEqual(r.Policies[0].Params, r.Policies[1].Params) {
+		t.Errorf("the notification carried %s, the request %s: want the same policy", r.Policies[1].Params, r.Policies[0].Params)
+	}
+	policyParams(t, r.Policies[1].Params)
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-04")), `{"accepted":true}`)
+}
+
+// TestPolicyMethodNotFoundNot04: the notification path is for 0.4 only; a
+// 0.5 server (or one naming no version) that answers -32601 leaves MCPL off.
+func TestPolicyMethodNotFoundNot04(t *testing.T) {
+	for _, ad := range []string{adFull, `{"pushEvents":true,"channels":true}`} {
+		rec := newRecorder()
+		s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad, "-policy", "method-not-found"), Logger: rec.logger()})
+		st := s.State()
+		if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || !strings.Contains(st.Policy.Reason, "-32601") {
+			t.Fatalf("%s: policy %+v, want unanswered naming -32601", ad, st.Policy)
+		}
+		if len(st.Grant.Effective) != 0 {
+			t.Errorf("%s: effective grant %v, want none", ad, st.Grant.Effective)
+		}
+		if r := policyReport(t, s); len(r.Policies) != 1 || !r.Policies[0].AsRequest {
+			t.Errorf("%s: policies %+v, want the request alone", ad, r.Policies)
+		}
+		if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); !strings.Contains(got.Attrs["reason"], "-32601") {
+			t.Errorf("%s: log %+v, want the reason", ad, got)
+		}
+		if n := len(rec.find("a 0.4 server took the policy as a notification (the 0.4 path)")); n != 0 {
+			t.Errorf("%s: the 0.4 path was logged", ad)
+		}
+	}
+}
+
+// inProcess is a Dial that runs the test server in this process over a pipe
+// (for synctest bubbles, where no subprocess may run). The server's Exit
+// closes its end. Each dial starts a fresh server, configured by cfgs (the
+// last repeating); the first fail dials fail instead.
+type inProcess struct {
+	cfgs  []testserver.Config
+	fail  int
+	dials chan int // told each dial's number, when not nil
+
+	mu    sync.Mutex
+	n     int
+	times []time.Time
+	done  []chan struct{}
+}
+
+var errDial = errors.New("dial refused")
+
+func (ip *inProcess) dial(context.Context) (transport.Stream, error) {
+	ip.mu.Lock()
+	ip.n++
+	n := ip.n
+	ip.times = append(ip.times, time.Now())
+	ip.mu.Unlock()
+	if ip.dials != nil {
+		ip.dials <- n
+	}
+	if n <= ip.fail {
+		return nil, errDial
+	}
+	cfg := ip.cfgs[min(n-ip.fail, len(ip.cfgs))-1]
+	host, srv := transport.Pipe(0)
+	cfg.Exit = func(int) { srv.Close() }
+	done := make(chan struct{})
+	ip.mu.Lock()
+	ip.done = append(ip.done, done)
+	ip.mu.Unlock()
+	go func() {
+		defer close(done)
+		testserver.Serve(srv, cfg)
+	}()
+	return host, nil
+}
+
+// count returns how many dials there have been.
+func (ip *inProcess) count() int {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.n
+}
+
+// at returns when each dial happened.
+func (ip *inProcess) at() []time.Time {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return append([]time.Time(nil), ip.times...)
+}
+
+// wait waits for every server it started to finish.
+func (ip *inProcess) wait() {
+	ip.mu.Lock()
+	done := append([]chan struct{}(nil), ip.done...)
+	ip.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+}
+
+// TestPolicyUnansweredInProcess: the same against the real test server's
+// own "ignore" policy, run in process.
+func TestPolicyUnansweredInProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull), Policy: "ignore"}}}
+		defer ip.wait()
+		start := time.Now()
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if took := time.Since(start); took != 15*time.Second {
+			t.Errorf("Connect took %v, want the 15s policy deadline", took)
+		}
+		if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered {
+			t.Errorf("policy %+v", st.Policy)
+		}
+		if got := tool(t, s, "echo", map[string]string{"text": "ok"}); got != "ok" {
+			t.Errorf("echo = %q", got)
+		}
+	})
+}
+
+// TestPolicyOnTheWire plays the server by hand and checks what the host
+// writes, in order: initialize with the host's advertisement, then
+// notifications/initialized before anything else (interop item 5: some
+// servers drop or choke on any other message there), then the policy as a
+// Request carrying all four lists even when nothing is enabled or denied.
+func TestPolicyOnTheWire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		c := connectAsync(session.Config{Dial: sc.dial, ClientName: "testhost", ClientVersion: "9.9"})
+		init := sc.expect(protocol.MethodInitialize)
+		var ip protocol.InitializeParams
+		if err := json.Unmarshal(init.Params, &ip); err != nil {
+			t.Fatal(err)
+		}
+		if ip.ProtocolVersion != protocol.ProtocolVersion || ip.ClientInfo != (protocol.Implementation{Name: "testhost", Version: "9.9"}) {
+			t.Errorf("initialize params %s", init.Params)
+		}
+		if !jsonEqual(ip.Capabilities.Experimental["mcpl"], session.HostAdvertisement(session.DefaultImplemented)) {
+			t.Errorf("advertised %s, want HostAdvertisement(DefaultImplemented)", ip.Capabilities.Experimental["mcpl"])
+		}
+		synctest.Wait()
+		if extra := sc.pending(); len(extra) != 0 {
+			t.Fatalf("the host wrote %v before initialize was answered", extra)
+		}
+		sc.reply(init, `{"capabilities":{"experimental":{"mcpl":{"version":"0.5"}}}}`)
+		sc.expect(protocol.MethodInitialized)
+		pol := sc.expect(protocol.MethodFeatureSetsUpdate)
+		if pol.ID == nil {
+			t.Fatalf("the policy was sent as a notification: %s", pol)
+		}
+		p := policyParams(t, pol.Params)
+		if len(p.EffectiveCapabilities)+len(p.DeniedCapabilities)+len(p.Enabled)+len(p.Disabled) != 0 {
+			t.Errorf("policy %+v, want every list empty", p)
+		}
+		sc.reply(pol, `{"accepted":true}`)
+		s := c.ok(t)
+		if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted || st.Init.ServerInfo != nil {
+			t.Errorf("state %+v", st)
+		}
+	})
+}
+
+// TestPlainMCPServer: a server without experimental.mcpl gets no policy
+// message at all (SPEC §3.3); tools work and MCPL is off.
+func TestPlainMCPServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		c := connectAsync(session.Config{Dial: sc.dial})
+		sc.initialize("")
+		s := c.ok(t)
+		if st := s.State(); st.Advertisement != nil || st.Policy != nil || len(st.Grant.Effective) != 0 {
+			t.Errorf("state %+v, want MCPL off with no policy", st)
+		}
+		go s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
+		list := sc.expect(protocol.MethodToolsList) // not featureSets/update
+		sc.reply(list, `{"tools":[]}`)
+		// A privileged request from a plain server is refused, not left
+		// hanging.
+		sc.request(1, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
+		wantError(t, sc.answerTo(1), protocol.CodeCapabilityDenied, `{"capability":"channels.register"}`, `"channels.register"`)
+	})
+}

@@ -1,0 +1,279 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// The texts an agent reads, pinned verbatim (they come from wire; the
+// session must pick the right one).
+const (
+	closedPendingReconnecting = `The connection to the "chat" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`
+	notSentReconnecting       = `The request wasn't sent: the connection to the "chat" server is closed, so nothing ran. This host is reconnecting to it; try again later.`
+	notSentNoReconnect        = `The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`
+	hostClosedPending         = `The "chat" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`
+	notSentHostClosed         = `The request wasn't sent: this host closed its connection to the "chat" server, so nothing ran. If calling it again fails, ask whoever runs this host.`
+)
+
+// fast is reconnect for tests against real subprocesses.
+var fast = session.Reconnect{Enabled: true, Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond}
+
+// wantText fails unless err is a *wire.CallError with outcome and text.
+func wantText(t testing.TB, err error, outcome wire.Outcome, text string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %q", text)
+	}
+	ce := callError(t, err)
+	if ce.Outcome != outcome || ce.Error() != text {
+		t.Fatalf("error %v %q,\nwant %v %q", ce.Outcome, ce.Error(), outcome, text)
+	}
+}
+
+// TestReconnectClosePromptly: Close during a redial wait returns at once
+// and leaves nothing running (goleak checks after the run).
+func TestReconnectClosePromptly(t *testing.T) {
+	d := newDialer(t, []string{"-mcpl", adFull})
+	s := open(t, session.Config{Dial: d.dial, Reconnect: session.Reconnect{Enabled: true, Initial: time.Hour}})
+	_, err := toolErr(s, "exit", map[string]int{"code": 0})
+	wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+	start := time.Now()
+	s.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v during a redial wait", took)
+	}
+	if n := d.n.Load(); n != 1 {
+		t.Errorf("%d dials, want 1", n)
+	}
+}
+
+// TestBackoffSchedule pins the redial schedule with a fake clock: 5 s,
+// doubling, capped at 300 s, each within ±25%, forever; Close stops it at
+// once.
+func TestBackoffSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		ip := &inProcess{fail: 1 << 30, dials: make(chan int, 100)}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const attempts = 14
+		for range attempts {
+			<-ip.dials
+		}
+		base := []time.Duration{5, 10, 20, 40, 80, 160, 300, 300, 300, 300, 300, 300, 300}
+		at := ip.at()
+		jittered := false
+		for i, b := range base {
+			b *= time.Second
+			gap := at[i+1].Sub(at[i])
+			if gap < b*3/4 || gap > b*5/4 {
+				t.Errorf("wait before attempt %d = %v, want %v ±25%%", i+2, gap, b)
+			}
+			if gap != b {
+				jittered = true
+			}
+		}
+		if !jittered {
+			t.Error("no wait was jittered")
+		}
+		synctest.Wait()
+		if n := len(rec.find("reconnect attempt failed")); n != attempts-1 {
+			t.Errorf("%d failed attempts logged, want %d", n, attempts-1)
+		}
+		rec.one(t, "initial connect failed; will retry")
+		// Close during the wait returns at once, and nothing dials again.
+		before := time.Now()
+		s.Close()
+		if time.Since(before) != 0 {
+			t.Errorf("Close took %v of fake time", time.Since(before))
+		}
+		time.Sleep(time.Hour)
+		if n := ip.count(); n != attempts {
+			t.Errorf("%d dials after Close, want %d", n, attempts)
+		}
+	})
+}
+
+// TestFirstConnectFails: with reconnect on, a failed first connect leaves a
+// session whose calls are not sent, saying it is reconnecting, while it
+// keeps trying; then it connects and the policy exchange runs.
+func TestFirstConnectFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		ip := &inProcess{fail: 2, cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatalf("Connect with reconnect on = %v, want a session that keeps trying", err)
+		}
+		defer ip.wait()
+		defer s.Close()
+		err = s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
+		wantText(t, err, wire.NotSent, notSentReconnecting)
+		if ce := callError(t, err); ce.Method != protocol.MethodToolsList {
+			t.Errorf("method %q", ce.Method)
+		}
+		if st := s.State(); st.Connected || !s.Reconnecting() {
+			t.Errorf("state %+v reconnecting %v", st, s.Reconnecting())
+		}
+		time.Sleep(5*time.Second*5/4 + 10*time.Second*5/4 + time.Second)
+		synctest.Wait()
+		if n := ip.count(); n != 3 {
+			t.Fatalf("%d dials, want 3", n)
+		}
+		rec.one(t, "reconnected")
+		if st := s.State(); !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+			t.Fatalf("state %+v after connecting", st)
+		}
+		if r := policyReport(t, s); len(r.Policies) != 1 {
+			t.Errorf("policies %+v", r.Policies)
+		}
+		if got := tool(t, s, "echo", map[string]string{"text": "hi"}); got != "hi" {
+			t.Errorf("echo = %q", got)
+		}
+	})
+}
+
+// scripts is a Dial that hands out one script per dial, in order.
+type scripts struct {
+	mu   sync.Mutex
+	list []*script
+	n    int
+}
+
+func (ss *scripts) dial(ctx context.Context) (transport.Stream, error) {
+	ss.mu.Lock()
+	sc := ss.list[ss.n]
+	ss.n++
+	ss.mu.Unlock()
+	return sc.dial(ctx)
+}
+
+// TestReconnectNeverRestoresGrant: each reconnect computes its grant from the
+// new connection alone, sends the policy again from nothing, and admits
+// against that.
+func TestReconnectNeverRestoresGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first, second := newScript(t), newScript(t)
+		ss := &scripts{list: []*script{first, second}}
+		c := connectAsync(session.Config{Dial: ss.dial, Implemented: everything, Handler: handled, Reconnect: session.Reconnect{Enabled: true}})
+		first.initialize(adFull)
+		first.reply(first.expect(protocol.MethodFeatureSetsUpdate), `{"accepted":true}`)
+		s := c.ok(t)
+		first.request(1, protocol.MethodModelInfo, `{}`)
+		wantResult(t, first.answerTo(1), `{"handled":"model/info"}`)
+
+		drop := time.Now()
+		first.end()
+		second.initialize(`{"version":"0.5","pushEvents":true}`)
+		if at := time.Since(drop); at < 5*time.Second*3/4 || at > 5*time.Second*5/4 {
+			t.Errorf("redialed %v after the drop, want 5s ±25%%", at)
+		}
+		pol := second.expect(protocol.MethodFeatureSetsUpdate)
+		// Held on the new connection before its policy: decided against
+		// the new grant, not the old one.
+		second.request(1, protocol.MethodModelInfo, `{}`)
+		synctest.Wait()
+		if got := second.pending(); len(got) != 0 {
+			t.Fatalf("answered before the new policy settled: %v", got)
+		}
+		p := policyParams(t, pol.Params)
+		if !cmp.Equal(p.EffectiveCapabilities, []string{"pushEvents", "tools"}) || !cmp.Equal(p.DeniedCapabilities, []string{}) {
+			t.Errorf("policy after reconnect %+v, want only the new connection's grant", p)
+		}
+		second.reply(pol, `{"accepted":true}`)
+		wantDenied(t, second.answerTo(1), "modelInfo", notGranted)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"pushEvents", "tools"}, s.Grant().Effective); diff != "" {
+			t.Errorf("grant after reconnect (-want +got):\n%s", diff)
+		}
+		second.request(2, protocol.MethodChannelsList, `{}`)
+		wantDenied(t, second.answerTo(2), "channels.register", notGranted)
+	})
+}
+
+// TestCloseDuringReconnectHandshake: Close while a redial's initialize is
+// unanswered returns at once and closes that connection.
+func TestCloseDuringReconnectHandshake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
+		sc := newScript(t)
+		dial := func(ctx context.Context) (transport.Stream, error) {
+			if ip.count() == 0 {
+				return ip.dial(ctx)
+			}
+			return sc.dial(ctx)
+		}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: dial, Logger: discard, Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = toolErr(s, "exit", map[string]int{})
+		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		sc.expect(protocol.MethodInitialize) // the redial, left unanswered
+		before := time.Now()
+		s.Close()
+		if time.Since(before) != 0 {
+			t.Errorf("Close took %v of fake time", time.Since(before))
+		}
+		if !sc.isClosed() {
+			t.Error("the half-made connection was not closed")
+		}
+		ip.wait()
+	})
+}
+
+// TestReconnectLogsEachAttempt: each failed attempt and the success are
+// logged.
+func TestReconnectLogsEachAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
+		dial := func(ctx context.Context) (transport.Stream, error) {
+			if n := ip.count(); n >= 1 && n <= 3 {
+				ip.mu.Lock()
+				ip.n++
+				ip.mu.Unlock()
+				return nil, errDial
+			}
+			return ip.dial(ctx)
+		}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ip.wait()
+		defer s.Close()
+		_, err = toolErr(s, "exit", map[string]int{})
+		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		time.Sleep(time.Hour)
+		fails := rec.find("reconnect attempt failed")
+		if len(fails) != 3 {
+			t.Fatalf("%d failures logged, want 3", len(fails))
+		}
+		for i, f := range fails {
+			if f.Attrs["attempt"] != fmt.Sprint(i+1) || f.Attrs["error"] != errDial.Error() || f.Attrs["server"] != server {
+				t.Errorf("failure log %+v", f)
+			}
+		}
+		if ok := rec.one(t, "reconnected"); ok.Attrs["attempt"] != "4" {
+			t.Errorf("success log %+v, want attempt 4", ok)
+		}
+		if !s.State().Connected {
+			t.Error("not connected")
+		}
+	})
+}
