@@ -174,28 +174,72 @@ func (d *dedupe) put(id string, r protocol.PushEventResult) {
 // HostAdvertisement is the host's experimental.mcpl for initialize: MCPL
 // 0.5, each implemented path as a nested member (MCP's own "tools" left
 // out), and featureSets. It says what this host implements, no more and no
-// less.
+// less, read as a server reads it (SPEC §5.1), where true at any level
+// means every leaf beneath: so a capability that has sub-capabilities
+// ("inferenceRequest" over "inferenceRequest.streaming") is advertised as
+// an object, its sub-capabilities true or false, never as a bare true. A
+// sub-capability whose parent capability is not implemented cannot be
+// said on its own (the object would advertise the parent) and is left
+// out.
 func HostAdvertisement(implemented []string) json.RawMessage {
+	impl := make(map[string]bool, len(implemented))
+	for _, p := range implemented {
+		impl[p] = true
+	}
 	root := map[string]any{"version": protocol.MCPLVersion05, "featureSets": true}
 	for _, p := range implemented {
-		if p == "tools" {
+		if p == "tools" || orphan(p, impl) {
 			continue
 		}
-		setPath(root, p)
+		subs := subCapabilities(p)
+		if len(subs) == 0 {
+			setPath(root, p, true)
+			continue
+		}
+		for _, sub := range subs {
+			setPath(root, sub, impl[sub])
+		}
 	}
 	b, _ := json.Marshal(root)
 	return b
 }
 
-// setPath sets a dotted path to true in a nested map. A path that is both a
-// capability and a parent ("inferenceRequest" beside
-// "inferenceRequest.streaming") becomes the object of its children.
-func setPath(m map[string]any, path string) {
+// orphan reports whether a capability path above p is in the vocabulary
+// but not implemented.
+func orphan(p string, impl map[string]bool) bool {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '.' && grant.Known(p[:i]) && !impl[p[:i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// subCapabilities returns the vocabulary paths beneath p.
+func subCapabilities(p string) []string {
+	var out []string
+	for _, v := range grant.Vocabulary {
+		if len(v) > len(p) && v[:len(p)] == p && v[len(p)] == '.' {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// setPath sets a dotted path to v in a nested map, making the objects on
+// the way. A true already there stays (an implemented sub-capability is
+// not turned off by its parent's listing), and an object already there is
+// not replaced by a leaf value.
+func setPath(m map[string]any, path string, v bool) {
 	segs := splitPath(path)
 	for i, seg := range segs {
 		if i == len(segs)-1 {
-			if _, isObj := m[seg].(map[string]any); !isObj {
-				m[seg] = true
+			switch cur := m[seg].(type) {
+			case map[string]any:
+			case bool:
+				m[seg] = cur || v
+			default:
+				m[seg] = v
 			}
 			return
 		}
