@@ -24,9 +24,10 @@ type conn struct {
 	grant     grant.Grant // this connection's grant, once settled
 }
 
-// errRefusedClose is a server's refusal of the policy with fallback
-// "close": the session closes and does not reconnect.
-var errRefusedClose = errors.New("session: the server refused the policy and asked to close")
+// ErrRefusedClose is a server's refusal of the policy with fallback
+// "close": the connection is closed and the session does not reconnect.
+// Connect's error wraps it, with the server's reason.
+var ErrRefusedClose = errors.New("session: the server refused the policy and asked to close")
 
 // connect dials, runs initialize and the policy exchange, and installs the
 // connection. It fails when the dial or initialize fails; a policy
@@ -48,6 +49,11 @@ func (s *Session) connect(ctx context.Context) error {
 	st, err := c.handshake(ctx)
 	if err != nil {
 		c.peer.Close()
+		if errors.Is(err, ErrRefusedClose) {
+			s.mu.Lock()
+			s.state = st
+			s.mu.Unlock()
+		}
 		return err
 	}
 	s.mu.Lock()
@@ -112,7 +118,7 @@ func (c *conn) handshake(ctx context.Context) (State, error) {
 		s.mu.Lock()
 		s.reconnect = false
 		s.mu.Unlock()
-		return st, errRefusedClose
+		return st, fmt.Errorf("%w: %s", ErrRefusedClose, res.Reason)
 	}
 	if established {
 		st.Grant = g

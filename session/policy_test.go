@@ -97,6 +97,30 @@ func TestPolicyDegraded(t *testing.T) {
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-degraded")), `{"accepted":true}`)
 }
 
+// TestPolicyRefusedClose: Connect fails, naming the server's reason, and
+// (reconnect on) nothing is redialed: goleak would find a redial loop.
+func TestPolicyRefusedClose(t *testing.T) {
+	rec := newRecorder()
+	d := newDialer(t, []string{"-mcpl", adFull, "-policy", "refuse-close"})
+	s, err := session.Connect(context.Background(), session.Config{
+		ID: server, Dial: d.dial, Logger: rec.logger(),
+		Reconnect: session.Reconnect{Enabled: true, Initial: time.Millisecond, Max: time.Millisecond},
+	})
+	if err == nil {
+		s.Close()
+		t.Fatal("Connect succeeded against a server that refused with fallback close")
+	}
+	if !errors.Is(err, session.ErrRefusedClose) || !strings.Contains(err.Error(), "this server will not run without channels.publish") {
+		t.Errorf("Connect error %q, want ErrRefusedClose with the server's reason", err)
+	}
+	if n := d.n.Load(); n != 1 {
+		t.Errorf("%d dials, want 1", n)
+	}
+	if got := rec.one(t, "the server refused the initial policy"); got.Attrs["fallback"] != protocol.FallbackClose {
+		t.Errorf("refusal log %+v, want fallback close", got)
+	}
+}
+
 // TestPolicy04MethodNotFound: a 0.4 server that refuses the Request form gets
 // the same policy as a Notification, and the grant holds.
 func TestPolicy04MethodNotFound(t *testing.T) {

@@ -42,7 +42,7 @@ func (s *Session) redialLoop() {
 			s.log.Info("reconnected", "attempt", n+1)
 			return
 		}
-		if errors.Is(err, errRefusedClose) || errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
+		if errors.Is(err, ErrRefusedClose) || errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
 			return
 		}
 		s.log.Warn("reconnect attempt failed", "attempt", n+1, "error", err.Error())

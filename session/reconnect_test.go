@@ -205,6 +205,35 @@ func TestReconnectNeverRestoresGrant(t *testing.T) {
 	})
 }
 
+// TestReconnectRefusedCloseStops: a reconnect whose policy is refused with
+// fallback close closes and stops reconnecting.
+func TestReconnectRefusedCloseStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}, {MCPL: []byte(adFull), Policy: "refuse-close"}}}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ip.wait()
+		defer s.Close()
+		_, err = toolErr(s, "exit", map[string]int{})
+		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		time.Sleep(24 * time.Hour)
+		if n := ip.count(); n != 2 {
+			t.Errorf("%d dials, want 2: a refusal with fallback close stops reconnecting", n)
+		}
+		if s.Reconnecting() {
+			t.Error("Reconnecting() after a refusal with fallback close")
+		}
+		wantText(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), wire.NotSent, fmt.Sprintf(notSentNoReconnect, server))
+		if st := s.State(); st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused || st.Policy.Fallback != protocol.FallbackClose {
+			t.Errorf("state %+v policy %+v, want the refusal recorded", st, st.Policy)
+		}
+		rec.one(t, "the server refused the initial policy")
+	})
+}
+
 // TestCloseDuringReconnectHandshake: Close while a redial's initialize is
 // unanswered returns at once and closes that connection.
 func TestCloseDuringReconnectHandshake(t *testing.T) {

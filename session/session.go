@@ -176,7 +176,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	if err == nil {
 		return s, nil
 	}
-	if !cfg.Reconnect.Enabled || errors.Is(err, errRefusedClose) {
+	if !cfg.Reconnect.Enabled || errors.Is(err, ErrRefusedClose) {
 		s.cancel()
 		return nil, err
 	}
