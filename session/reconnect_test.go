@@ -234,6 +234,34 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 	})
 }
 
+// TestCloseNeverReconnects: an explicit Close fails what is pending with the
+// host-closed texts and never reconnects.
+func TestCloseNeverReconnects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: discard, Reconnect: session.Reconnect{Enabled: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hung := make(chan error, 1)
+		go func() { _, err := toolErr(s, "hang", map[string]any{}); hung <- err }()
+		synctest.Wait()
+		s.Close()
+		wantText(t, <-hung, wire.NoResponse, hostClosedPending)
+		wantText(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), wire.NotSent, notSentHostClosed)
+		wantText(t, s.Notify(context.Background(), "notifications/cancelled", nil), wire.NotSent, notSentHostClosed)
+		if s.Reconnecting() {
+			t.Error("Reconnecting() after Close")
+		}
+		time.Sleep(24 * time.Hour)
+		if n := ip.count(); n != 1 {
+			t.Errorf("%d dials after Close, want 1", n)
+		}
+		ip.wait()
+		s.Close() // a second Close is harmless
+	})
+}
+
 // TestCloseDuringReconnectHandshake: Close while a redial's initialize is
 // unanswered returns at once and closes that connection.
 func TestCloseDuringReconnectHandshake(t *testing.T) {

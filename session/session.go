@@ -246,13 +246,19 @@ func (s *Session) Call(ctx context.Context, method string, params, result any, o
 	return c.peer.Call(ctx, method, params, result, opts...)
 }
 
-// Notify sends a notification on the current connection.
+// Notify sends a notification on the current connection. Between
+// connections it fails as not sent, as Call does.
 func (s *Session) Notify(ctx context.Context, method string, params any) error {
 	s.mu.Lock()
-	c, recon := s.conn, s.reconnect
+	c, closed, recon := s.conn, s.closed, s.reconnect
 	s.mu.Unlock()
 	if c == nil {
-		return wire.NotSentError(s.cfg.ID, recon)
+		if closed {
+			return &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseHostClosed, Server: s.cfg.ID, Method: method}
+		}
+		ce := wire.NotSentError(s.cfg.ID, recon)
+		ce.Method = method
+		return ce
 	}
 	return c.peer.Notify(ctx, method, params)
 }
