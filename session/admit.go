@@ -51,20 +51,9 @@ func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	if !privileged {
 		return c.s.serveHost(ctx, req)
 	}
-	select {
-	case <-c.settledCh:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	g := c.currentGrant()
+	g, why := c.admissionGrant(ctx)
 	if !g.Has(capability) {
-		reason := fmt.Sprintf("%s rejected: capability %q is not in the effective grant", req.Method, capability)
-		c.s.observe(req, false, reason)
-		if req.IsNotification() {
-			c.s.log.Info("privileged notification discarded", "method", req.Method, "capability", capability)
-			return nil, nil
-		}
-		return nil, wire.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
+		return c.s.deny(req, capability, why)
 	}
 	if req.Method == protocol.MethodPushEvent {
 		return c.s.pushEvent(req, g)
@@ -75,6 +64,45 @@ func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return nil, &wire.Error{Code: wire.CodeMethodNotFound, Message: notImplemented(req.Method)}
 	}
 	return res, err
+}
+
+// admissionGrant waits until the policy exchange has settled (or the
+// connection has ended) and returns the grant admission uses then, with
+// why policy is not established ("" when it is). A connection that has
+// ended has no grant: nothing is admitted on a connection that is gone, and
+// what was held when it ended is refused rather than left waiting.
+func (c *conn) admissionGrant(ctx context.Context) (grant.Grant, string) {
+	select {
+	case <-c.settledCh:
+	case <-ctx.Done():
+		return emptyGrant(), whyClosed
+	}
+	if c.peer.Err() != nil {
+		return emptyGrant(), whyClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grant, c.notEstablished
+}
+
+const whyClosed = "the connection has closed"
+
+// deny refuses a privileged method whose capability is not in the grant:
+// a request gets -32002 naming the capability, and saying whether it is
+// not granted or policy is not established (notEstablished says why); a
+// notification is dropped with a log line.
+func (s *Session) deny(req *wire.Request, capability, notEstablished string) (any, error) {
+	reason := fmt.Sprintf("%s rejected: capability %q is not in the effective grant", req.Method, capability)
+	if notEstablished != "" {
+		reason = fmt.Sprintf("%s rejected: capability %q is not granted: policy is not yet established on this connection (%s)", req.Method, capability, notEstablished)
+	}
+	s.observe(req, false, reason)
+	if req.IsNotification() {
+		s.log.Info("privileged notification discarded", "method", req.Method, "capability", capability, "reason", reason)
+		return nil, nil
+	}
+	s.log.Info("privileged request refused", "method", req.Method, "capability", capability, "reason", reason)
+	return nil, wire.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
 }
 
 // notImplemented says why an admitted method gets no answer of substance.

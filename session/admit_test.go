@@ -160,6 +160,39 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// TestAdmitBeforePolicy: the before-policy column. Each method is sent by
+// the server right after notifications/initialized, before the policy
+// exchange; it is held, then admitted or rejected against the grant the
+// exchange settles on. Never dropped, never left unanswered.
+func TestAdmitBeforePolicy(t *testing.T) {
+	for _, m := range privileged {
+		t.Run(m.method, func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range []struct {
+				name   string
+				args   []string
+				policy grant.Policy
+				check  func(t testing.TB, a answer)
+			}{
+				{"granted", nil, grant.Policy{}, func(t testing.TB, a answer) { wantEarlyAdmitted(t, m.method, a) }},
+				{"not granted", nil, disableAll, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notGranted) }},
+				{"policy unanswered", []string{"-policy", "error"}, grant.Policy{}, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notEstablished) }},
+				{"policy refused", []string{"-policy", "refuse"}, grant.Policy{}, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notEstablished) }},
+			} {
+				box := newInbox()
+				args := append([]string{"-mcpl", adFull, "-early", m.method}, tc.args...)
+				s := open(t, session.Config{Dial: spawn(t, args...), Implemented: everything, Policy: tc.policy, Handler: handled, OnInbound: box.onInbound})
+				early := earlyAnswers(t, s, 1)
+				tc.check(t, early[0])
+				if in := box.all(); len(in) != 1 || in[0].Method != m.method || !in[0].Request {
+					t.Errorf("%s: inbound %+v, want the one early request", tc.name, in)
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
 // TestRemovedMethods: featureSets/changed and scope/elevate get -32601
 // saying what replaced them.
 func TestRemovedMethods(t *testing.T) {

@@ -22,12 +22,23 @@ type conn struct {
 	settledCh chan struct{} // closed when the policy exchange has settled
 	mu        sync.Mutex
 	grant     grant.Grant // this connection's grant, once settled
+	// notEstablished says why policy is not established on this
+	// connection ("" when it is): admission's words for a refusal.
+	notEstablished string
 }
 
 // ErrRefusedClose is a server's refusal of the policy with fallback
 // "close": the connection is closed and the session does not reconnect.
 // Connect's error wraps it, with the server's reason.
 var ErrRefusedClose = errors.New("session: the server refused the policy and asked to close")
+
+// Why policy is not established on a connection, as admission says it.
+const (
+	whyPlainMCP   = "the server does not speak MCPL"
+	whyUnreadable = "the server's MCPL advertisement is unreadable"
+	whyRefused    = "the server refused the policy"
+	whyUnanswered = "the policy exchange was not answered"
+)
 
 // connect dials, runs initialize and the policy exchange, and installs the
 // connection. It fails when the dial or initialize fails; a policy
@@ -46,7 +57,7 @@ func (s *Session) connect(ctx context.Context) error {
 		Reconnecting: s.Reconnecting,
 		MaxQueued:    s.cfg.MaxHeld,
 	})
-	st, err := c.handshake(ctx)
+	st, why, err := c.handshake(ctx)
 	if err != nil {
 		c.peer.Close()
 		if errors.Is(err, ErrRefusedClose) {
@@ -65,17 +76,17 @@ func (s *Session) connect(ctx context.Context) error {
 	s.conn = c
 	s.state = st
 	s.mu.Unlock()
-	c.settle(st.Grant)
+	c.settle(st.Grant, why)
 	s.wg.Add(1)
 	go s.watch(c)
 	return nil
 }
 
 // handshake runs initialize, notifications/initialized and, for an MCPL
-// server, the policy exchange.
-func (c *conn) handshake(ctx context.Context) (State, error) {
+// server, the policy exchange. why says why policy is not established
+// ("" when it is).
+func (c *conn) handshake(ctx context.Context) (st State, why string, err error) {
 	s := c.s
-	var st State
 	params := protocol.InitializeParams{
 		ProtocolVersion: protocol.ProtocolVersion,
 		Capabilities: protocol.ClientCapabilities{Experimental: map[string]json.RawMessage{
@@ -84,23 +95,23 @@ func (c *conn) handshake(ctx context.Context) (State, error) {
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}
 	if err := c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(InitializeTimeout)); err != nil {
-		return st, err
+		return st, "", err
 	}
 	// Some servers read exactly one message after their initialize answer
 	// and drop it unless it is this one: it goes first, before anything.
 	if err := c.peer.Notify(ctx, protocol.MethodInitialized, nil); err != nil {
-		return st, err
+		return st, "", err
 	}
 	st.Grant = emptyGrant()
 	raw := st.Init.Capabilities.MCPL()
 	if raw == nil {
 		s.log.Info("a plain MCP server: tools work, MCPL is off")
-		return st, nil
+		return st, whyPlainMCP, nil
 	}
 	ad, err := grant.ParseAdvertisement(raw, st.Init.Capabilities.Tools != nil)
 	if err != nil {
 		s.log.Warn("the MCPL advertisement is unreadable; MCPL stays off", "error", err.Error())
-		return st, nil
+		return st, whyUnreadable, nil
 	}
 	st.Advertisement = &ad
 	if len(ad.Ignored) > 0 {
@@ -118,14 +129,17 @@ func (c *conn) handshake(ctx context.Context) (State, error) {
 		s.mu.Lock()
 		s.reconnect = false
 		s.mu.Unlock()
-		return st, fmt.Errorf("%w: %s", ErrRefusedClose, res.Reason)
+		return st, whyRefused, fmt.Errorf("%w: %s", ErrRefusedClose, res.Reason)
 	}
 	if established {
 		st.Grant = g
-	} else {
-		st.Grant = offGrant(g)
+		return st, "", nil
 	}
-	return st, nil
+	st.Grant = offGrant(g)
+	if res.Outcome == OutcomeRefused {
+		return st, whyRefused, nil
+	}
+	return st, whyUnanswered, nil
 }
 
 // exchange sends the initial policy (SPEC §5.3) and reads the receipt.
@@ -195,23 +209,14 @@ func policyErrorReason(err error) string {
 	return "the request was not sent"
 }
 
-// settle installs the connection's grant and releases what was held.
-func (c *conn) settle(g grant.Grant) {
+// settle installs the connection's grant, with why policy is not
+// established ("" when it is), and releases what was held.
+func (c *conn) settle(g grant.Grant, notEstablished string) {
 	c.mu.Lock()
 	c.grant = g
+	c.notEstablished = notEstablished
 	c.mu.Unlock()
 	close(c.settledCh)
-}
-
-// currentGrant is the grant admission uses: empty once the connection has
-// ended, so nothing is admitted on a connection that is gone.
-func (c *conn) currentGrant() grant.Grant {
-	if c.peer.Err() != nil {
-		return emptyGrant()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.grant
 }
 
 // watch waits for the connection to end, drops it and its grant, and

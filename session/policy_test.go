@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/session"
@@ -97,6 +99,43 @@ func TestPolicyDegraded(t *testing.T) {
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-degraded")), `{"accepted":true}`)
 }
 
+// TestPolicyRefusedMCPOnly: MCPL stays off, tools keep working, one log line
+// carries the server's reason, and the refusal widens nothing: the one
+// policy message stands, no second one is sent to satisfy it.
+func TestPolicyRefusedMCPOnly(t *testing.T) {
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "refuse"), Logger: rec.logger()})
+	st := s.State()
+	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused ||
+		st.Policy.Fallback != protocol.FallbackMCPOnly || st.Policy.Reason != "this server needs inject.system" {
+		t.Fatalf("state %+v policy %+v, want connected, refused mcp-only with the server's reason", st, st.Policy)
+	}
+	if len(st.Grant.Effective) != 0 {
+		t.Errorf("effective grant %v after a refusal, want none", st.Grant.Effective)
+	}
+	for _, fs := range st.Grant.FeatureSets {
+		if fs.State != grant.StateDisabled {
+			t.Errorf("feature set %+v enabled after a refusal", fs)
+		}
+	}
+	got := rec.one(t, "the server refused the initial policy")
+	if got.Attrs["reason"] != "this server needs inject.system" || got.Attrs["fallback"] != protocol.FallbackMCPOnly {
+		t.Errorf("refusal log %+v, want the server's reason and fallback", got)
+	}
+	if got := tool(t, s, "echo", map[string]string{"text": "still here"}); got != "still here" {
+		t.Errorf("echo = %q after a refusal", got)
+	}
+	wantError(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-refused")),
+		protocol.CodeCapabilityDenied, `{"capability":"pushEvents"}`, `"pushEvents"`, "policy is not yet established")
+	r := policyReport(t, s)
+	if len(r.Policies) != 1 {
+		t.Fatalf("the server got %d policy messages after refusing, want 1: %+v", len(r.Policies), r.Policies)
+	}
+	if p := policyParams(t, r.Policies[0].Params); slices.Contains(p.EffectiveCapabilities, "contextHooks.beforeInference.inject.system") {
+		t.Errorf("policy %+v grants what the refusal asked for", p)
+	}
+}
+
 // TestPolicyRefusedClose: Connect fails, naming the server's reason, and
 // (reconnect on) nothing is redialed: goleak would find a redial loop.
 func TestPolicyRefusedClose(t *testing.T) {
@@ -170,6 +209,26 @@ func TestPolicyMethodNotFoundNot04(t *testing.T) {
 	}
 }
 
+// TestPolicyError: any other error answer leaves MCPL off, tools working, and
+// one log line says why.
+func TestPolicyError(t *testing.T) {
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "error"), Logger: rec.logger()})
+	st := s.State()
+	const reason = "error -32000: policy store unavailable"
+	if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || st.Policy.Reason != reason {
+		t.Fatalf("policy %+v, want unanswered: %s", st.Policy, reason)
+	}
+	if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attrs["reason"] != reason {
+		t.Errorf("log %+v, want reason %q", got, reason)
+	}
+	if got := tool(t, s, "echo", map[string]string{"text": "tools work"}); got != "tools work" {
+		t.Errorf("echo = %q", got)
+	}
+	wantError(t, send(t, s, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`),
+		protocol.CodeCapabilityDenied, `{"capability":"channels.register"}`, `"channels.register"`, "policy is not yet established")
+}
+
 // inProcess is a Dial that runs the test server in this process over a pipe
 // (for synctest bubbles, where no subprocess may run). The server's Exit
 // closes its end. Each dial starts a fresh server, configured by cfgs (the
@@ -235,6 +294,43 @@ func (ip *inProcess) wait() {
 	for _, d := range done {
 		<-d
 	}
+}
+
+// TestPolicyUnanswered: a server that never answers the policy request is
+// given 15 s; then MCPL stays off and tools keep working.
+func TestPolicyUnanswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		sc := newScript(t)
+		start := time.Now()
+		c := connectAsync(session.Config{Dial: sc.dial, Logger: rec.logger(), Handler: handled})
+		sc.initialize(adFull)
+		sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
+		s := c.ok(t)
+		if took := time.Since(start); took != 15*time.Second {
+			t.Errorf("Connect took %v, want the 15s policy deadline", took)
+		}
+		st := s.State()
+		if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || st.Policy.Reason != "no answer within 15s" {
+			t.Errorf("policy %+v, want unanswered within 15s", st.Policy)
+		}
+		if len(st.Grant.Effective) != 0 {
+			t.Errorf("grant %v, want none", st.Grant.Effective)
+		}
+		if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attrs["reason"] != "no answer within 15s" {
+			t.Errorf("log %+v", got)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Call(context.Background(), protocol.MethodToolsCall, protocol.CallToolParams{Name: "echo"}, nil)
+		}()
+		sc.reply(sc.expect(protocol.MethodToolsCall), `{"content":[]}`)
+		if err := <-done; err != nil {
+			t.Errorf("a tool call with MCPL off: %v", err)
+		}
+		sc.request(1, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
+		wantDenied(t, sc.answerTo(1), "channels.register", notEstablished)
+	})
 }
 
 // TestPolicyUnansweredInProcess: the same against the real test server's
