@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -188,6 +189,48 @@ func TestAdmitBeforePolicy(t *testing.T) {
 					t.Errorf("%s: inbound %+v, want the one early request", tc.name, in)
 				}
 				s.Close()
+			}
+		})
+	}
+}
+
+// TestAdmitAfterReconnect: the last column. The first connection grants
+// everything; the server dies; the grant is dropped at once; the new
+// connection's policy exchange fails, and nothing of the old grant
+// survives: a request held before the new policy, and one after it, are
+// both refused as policy not established.
+func TestAdmitAfterReconnect(t *testing.T) {
+	for _, m := range privileged {
+		t.Run(m.method, func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder()
+			d := newDialer(t, []string{"-mcpl", adFull}, []string{"-mcpl", adFull, "-policy", "error", "-early", m.method})
+			gate := make(chan struct{})
+			d.gate = map[int]chan struct{}{2: gate}
+			s := open(t, session.Config{
+				Dial: d.dial, Implemented: everything, Handler: handled, Logger: rec.logger(),
+				Reconnect: session.Reconnect{Enabled: true, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+			})
+			wantResult(t, send(t, s, m.method, m.params), m.admitted)
+
+			_, err := toolErr(s, "exit", map[string]int{"code": 1})
+			if ce := callError(t, err); ce.Outcome != wire.NoResponse || ce.Error() != closedPendingReconnecting {
+				t.Fatalf("the call the server died in: %v (%v)", err, ce.Outcome)
+			}
+			if g := s.Grant(); len(g.Effective) != 0 {
+				t.Errorf("grant %v after the connection closed, want it dropped at once", g.Effective)
+			}
+			if st := s.State(); st.Connected || st.Policy != nil {
+				t.Errorf("state %+v after the connection closed", st)
+			}
+			close(gate)
+			rec.wait(t, "reconnected", 1)
+
+			early := earlyAnswers(t, s, 1)
+			wantDenied(t, early[0], m.capability, notEstablished)
+			wantDenied(t, send(t, s, m.method, m.params), m.capability, notEstablished)
+			if g := s.Grant(); len(g.Effective) != 0 {
+				t.Errorf("grant %v on the new connection, want none: an old grant is never restored", g.Effective)
 			}
 		})
 	}

@@ -219,6 +219,11 @@ func (c *conn) settle(g grant.Grant, notEstablished string) {
 	close(c.settledCh)
 }
 
+// live reports whether the connection is still open. Its grant holds only
+// while it is: the moment the connection ends, the grant is gone, before
+// the connection's goroutines have wound down.
+func (c *conn) live() bool { return c.peer.Err() == nil }
+
 // watch waits for the connection to end, drops it and its grant, and
 // reconnects when that is on.
 func (s *Session) watch(c *conn) {

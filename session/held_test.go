@@ -1,13 +1,16 @@
 package session_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/wire"
 )
 
 // These tests play the server by hand inside a synctest bubble, so "held"
@@ -88,6 +91,53 @@ func TestHeldRefusedClose(t *testing.T) {
 			if m.Error == nil || m.Error.Code != protocol.CodeCapabilityDenied {
 				t.Errorf("the host wrote %s: a held request may only be refused", m)
 			}
+		}
+	})
+}
+
+// TestGrantDroppedAtOnce: when the connection ends, the grant is gone at
+// that moment, even while the connection's handler is still finishing
+// something; a request already received then is not admitted on a
+// connection that is gone.
+func TestGrantDroppedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		box := newInbox()
+		release := make(chan struct{})
+		slow := wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) {
+			if req.Method == protocol.MethodChannelsList {
+				<-release // a handler slow to notice the end
+			}
+			return handled.Serve(ctx, req)
+		})
+		c := connectAsync(session.Config{Dial: sc.dial, Implemented: everything, Handler: slow, OnInbound: box.onInbound})
+		sc.initialize(adFull)
+		sc.reply(sc.expect(protocol.MethodFeatureSetsUpdate), `{"accepted":true}`)
+		s := c.ok(t)
+		if g := s.Grant(); !g.Has("channels.register") {
+			t.Fatalf("grant %v", g.Effective)
+		}
+		sc.request(1, protocol.MethodChannelsList, `{}`)
+		sc.request(2, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
+		synctest.Wait() // channels/list is in the handler; channels/register waits behind it
+		sc.end()
+		synctest.Wait()
+		if g := s.Grant(); len(g.Effective) != 0 {
+			t.Errorf("grant %v after the connection ended, want it dropped at once", g.Effective)
+		}
+		if st := s.State(); st.Connected || st.Policy != nil || len(st.Grant.Effective) != 0 {
+			t.Errorf("state %+v after the connection ended", st)
+		}
+		err := s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
+		if ce := callError(t, err); ce.Outcome != wire.NotSent || ce.Error() != fmt.Sprintf(notSentNoReconnect, server) {
+			t.Errorf("call after the end: %v", err)
+		}
+		close(release)
+		wantResult(t, sc.answerTo(1), `{"handled":"channels/list"}`)
+		wantDenied(t, sc.answerTo(2), "channels.register", notEstablished)
+		in := box.all()
+		if len(in) != 2 || !in[0].Admitted || in[1].Admitted {
+			t.Errorf("inbound %+v: want channels/list admitted before the end, channels/register not after it", in)
 		}
 	})
 }

@@ -42,6 +42,64 @@ func wantText(t testing.TB, err error, outcome wire.Outcome, text string) {
 	}
 }
 
+// TestReconnectAfterKill: the server dies mid-call with reconnect on. The
+// call fails with the reconnecting text, the grant is dropped at once, calls
+// meanwhile are not sent, the session comes back, the policy is sent again
+// from nothing, and a new call works.
+func TestReconnectAfterKill(t *testing.T) {
+	rec := newRecorder()
+	box := newInbox()
+	d := newDialer(t, []string{"-mcpl", adFull})
+	gate := make(chan struct{})
+	d.gate = map[int]chan struct{}{2: gate}
+	s := open(t, session.Config{Dial: d.dial, Reconnect: fast, Logger: rec.logger(), OnPushEvent: box.onPush})
+	first := policyReport(t, s)
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-r")), `{"accepted":true}`)
+
+	_, err := toolErr(s, "exit", map[string]int{"code": 1})
+	wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+	if g := s.Grant(); len(g.Effective) != 0 {
+		t.Errorf("grant %v after the close, want it dropped at once", g.Effective)
+	}
+	// The redial is held at the gate: calls meanwhile are not sent.
+	err = s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
+	wantText(t, err, wire.NotSent, notSentReconnecting)
+	wantText(t, s.Notify(context.Background(), "notifications/cancelled", nil), wire.NotSent, notSentReconnecting)
+	if !s.Reconnecting() {
+		t.Error("Reconnecting() = false while reconnecting")
+	}
+	rec.wait(t, "the connection to the server closed", 1)
+	closed := rec.one(t, "the connection to the server closed")
+	if closed.Attrs["will_reconnect"] != "true" || closed.Attrs["exit_code"] != "1" {
+		t.Errorf("close log %+v, want will_reconnect and the exit code", closed)
+	}
+	close(gate)
+	rec.wait(t, "reconnected", 1)
+
+	r := policyReport(t, s) // the new process: only what this connection sent
+	if len(r.Policies) != 1 || !r.Policies[0].AsRequest {
+		t.Fatalf("the new server got policies %+v, want one request", r.Policies)
+	}
+	if !jsonEqual(r.Policies[0].Params, first.Policies[0].Params) {
+		t.Errorf("policy after reconnect %s, want %s", r.Policies[0].Params, first.Policies[0].Params)
+	}
+	if diff := cmp.Diff(fullEffective, s.Grant().Effective); diff != "" {
+		t.Errorf("grant after reconnect (-want +got):\n%s", diff)
+	}
+	if got := tool(t, s, "echo", map[string]string{"text": "back"}); got != "back" {
+		t.Errorf("echo after reconnect = %q", got)
+	}
+	// A push retried across the reconnect gets the same answer and is not
+	// handed over twice.
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-r")), `{"accepted":true}`)
+	if n := len(box.pushed()); n != 1 {
+		t.Errorf("%d events, want 1", n)
+	}
+	if n := d.n.Load(); n != 2 {
+		t.Errorf("%d dials, want 2", n)
+	}
+}
+
 // TestReconnectClosePromptly: Close during a redial wait returns at once
 // and leaves nothing running (goleak checks after the run).
 func TestReconnectClosePromptly(t *testing.T) {

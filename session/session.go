@@ -205,19 +205,28 @@ func (s *Session) Close() error {
 // ID returns the server id.
 func (s *Session) ID() string { return s.cfg.ID }
 
-// State returns a snapshot.
+// State returns a snapshot. A connection that has ended is reported as
+// gone, with no grant, from the moment it ends.
 func (s *Session) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state
-	st.Connected = s.conn != nil
+	st.Connected = s.conn != nil && s.conn.live()
+	if s.conn != nil && !st.Connected {
+		st.Grant = emptyGrant()
+		st.Policy = nil
+	}
 	return st
 }
 
-// Grant returns the effective grant now.
+// Grant returns the effective grant now: none while there is no open
+// connection.
 func (s *Session) Grant() grant.Grant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.conn != nil && !s.conn.live() {
+		return emptyGrant()
+	}
 	return s.state.Grant
 }
 
