@@ -59,6 +59,12 @@ func (s *Session) connect(ctx context.Context) error {
 	})
 	st, why, err := c.handshake(ctx)
 	if err != nil {
+		if c.peer.Err() != nil {
+			// The connection ended under the handshake. What it held is
+			// refused (admission sees it has ended): let those answers
+			// go out while the stream still takes them.
+			<-c.peer.Done()
+		}
 		c.peer.Close()
 		if errors.Is(err, ErrRefusedClose) {
 			s.mu.Lock()
@@ -131,6 +137,14 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		s.mu.Unlock()
 		return st, whyRefused, fmt.Errorf("%w: %s", ErrRefusedClose, res.Reason)
 	}
+	// A caller that gave up, or a connection that ended, is no policy
+	// outcome: the connect failed.
+	if err := ctx.Err(); err != nil {
+		return st, "", err
+	}
+	if err := c.peer.Err(); err != nil {
+		return st, "", fmt.Errorf("session: the connection closed during the policy exchange: %w", err)
+	}
 	if established {
 		st.Grant = g
 		return st, "", nil
@@ -184,7 +198,10 @@ func (c *conn) exchange(ctx context.Context, ad grant.Advertisement, g grant.Gra
 		return PolicyResult{Outcome: OutcomeNotification}, true
 	default:
 		reason := policyErrorReason(err)
-		log.Warn("the initial policy was not answered; MCPL's privileged surface stays off, tools work", "reason", reason)
+		if ctx.Err() == nil && c.peer.Err() == nil {
+			// Otherwise the connect fails, and says so itself.
+			log.Warn("the initial policy was not answered; MCPL's privileged surface stays off, tools work", "reason", reason)
+		}
 		return PolicyResult{Outcome: OutcomeUnanswered, Reason: reason}, false
 	}
 }
@@ -199,8 +216,11 @@ func policyErrorReason(err error) string {
 	case wire.ErrorResponse:
 		return fmt.Sprintf("error %d: %s", ce.Code, strings.TrimSpace(ce.Message))
 	case wire.NoResponse:
-		if ce.Cause == wire.CauseDeadline {
+		switch ce.Cause {
+		case wire.CauseDeadline:
 			return fmt.Sprintf("no answer within %s", ce.Timeout)
+		case wire.CauseCanceled:
+			return "no answer: the request was abandoned"
 		}
 		return "no answer: the connection closed"
 	case wire.BadResponse:

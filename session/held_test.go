@@ -68,6 +68,33 @@ func TestHeldThenDecided(t *testing.T) {
 	}
 }
 
+// TestHeldConnectionEnds: a request held when the connection ends is
+// answered (while the stream still takes writes) as refused, policy not
+// established, and the host is told; Connect fails, as the connection is
+// gone.
+func TestHeldConnectionEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		box := newInbox()
+		c := connectAsync(session.Config{Dial: sc.dial, Implemented: everything, Handler: handled, OnInbound: box.onInbound})
+		sc.initialize(adFull)
+		sc.expect(protocol.MethodFeatureSetsUpdate)
+		sc.request(7, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
+		synctest.Wait()
+		sc.end()
+		wantDenied(t, sc.answerTo(7), "channels.register", notEstablished)
+		if _, err := c.wait(t); err == nil {
+			t.Error("Connect succeeded on a connection that ended during the policy exchange")
+		}
+		if in := box.all(); len(in) != 1 || in[0].Admitted {
+			t.Errorf("inbound %+v, want the held request rejected", in)
+		}
+		if !sc.isClosed() {
+			t.Error("the connection was not closed")
+		}
+	})
+}
+
 // TestHeldRefusedClose: a refusal with fallback close closes the connection
 // with held requests in it; they do not outlive it (goleak, and the bubble,
 // would see a handler still waiting).

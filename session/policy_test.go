@@ -419,3 +419,49 @@ func TestPlainMCPServer(t *testing.T) {
 		wantError(t, sc.answerTo(1), protocol.CodeCapabilityDenied, `{"capability":"channels.register"}`, `"channels.register"`)
 	})
 }
+
+// TestPolicyConnectionDies: a server that dies during the policy exchange
+// leaves no session claiming to be connected: Connect fails.
+func TestPolicyConnectionDies(t *testing.T) {
+	rec := newRecorder()
+	s, err := session.Connect(context.Background(), session.Config{
+		ID: server, Dial: spawn(t, "-mcpl", adFull, "-crash-after", "2"), Logger: rec.logger(),
+	})
+	if err == nil {
+		st := s.State()
+		s.Close()
+		t.Fatalf("Connect succeeded on a connection that died during the policy exchange (state %+v)", st)
+	}
+	if !strings.Contains(err.Error(), "the connection closed during the policy exchange") {
+		t.Errorf("Connect error %q", err)
+	}
+	if n := len(rec.find("the initial policy was not answered; MCPL's privileged surface stays off, tools work")); n != 0 {
+		t.Error("logged that tools work on a connection that is gone")
+	}
+}
+
+// TestPolicyCanceled: a caller that gives up during the policy exchange gets
+// an error, not a session with MCPL quietly off.
+func TestPolicyCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			s, err := session.Connect(ctx, session.Config{ID: server, Dial: sc.dial, Logger: discard})
+			if err == nil {
+				s.Close()
+			}
+			done <- err
+		}()
+		sc.initialize(adFull)
+		sc.expect(protocol.MethodFeatureSetsUpdate)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Connect after its context was cancelled = %v, want context.Canceled", err)
+		}
+		if !sc.isClosed() {
+			t.Error("the abandoned connection was not closed")
+		}
+	})
+}
