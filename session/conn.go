@@ -55,7 +55,8 @@ func (s *Session) connect(ctx context.Context) error {
 		Logger:       s.cfg.Logger,
 		Timeout:      s.cfg.RequestTimeout,
 		Reconnecting: s.Reconnecting,
-		MaxQueued:    s.cfg.MaxHeld,
+		// The message being decided is held too: it has left the queue.
+		MaxQueued: max(s.cfg.MaxHeld-1, 1),
 	})
 	st, why, err := c.handshake(ctx)
 	if err != nil {

@@ -68,6 +68,50 @@ func TestHeldThenDecided(t *testing.T) {
 	}
 }
 
+// TestHeldBound: at most MaxHeld requests are held; beyond that they are
+// refused at once (-32000), and the held ones are still decided.
+func TestHeldBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxHeld = 5
+		sc := newScript(t)
+		c := connectAsync(session.Config{Dial: sc.dial, Implemented: everything, Handler: handled, MaxHeld: maxHeld})
+		sc.initialize(adFull)
+		pol := sc.expect(protocol.MethodFeatureSetsUpdate)
+		// The first is taken up and held; the rest queue behind it.
+		sc.request(1, protocol.MethodChannelsList, `{}`)
+		synctest.Wait()
+		const sent = maxHeld + 3
+		for id := 2; id <= sent; id++ {
+			sc.request(id, protocol.MethodChannelsList, `{}`)
+		}
+		synctest.Wait()
+		refused := map[string]bool{}
+		for _, m := range sc.pending() {
+			if m.Error == nil || m.Error.Code != wire.CodeOverloaded {
+				t.Fatalf("before the policy settled the host wrote %s, want only overload refusals", m)
+			}
+			refused[string(m.ID)] = true
+		}
+		if held := sent - len(refused); held != maxHeld {
+			t.Errorf("%d requests held, want MaxHeld = %d (refused %v)", held, maxHeld, refused)
+		}
+		sc.reply(pol, `{"accepted":true}`)
+		c.ok(t)
+		synctest.Wait()
+		answered := 0
+		for _, m := range sc.pending() {
+			if refused[string(m.ID)] {
+				t.Errorf("request %s answered twice", m.ID)
+			}
+			wantResult(t, m.asAnswer(), `{"handled":"channels/list"}`)
+			answered++
+		}
+		if answered != sent-len(refused) {
+			t.Errorf("%d held requests answered after the policy, want %d", answered, sent-len(refused))
+		}
+	})
+}
+
 // TestHeldConnectionEnds: a request held when the connection ends is
 // answered (while the stream still takes writes) as refused, policy not
 // established, and the host is told; Connect fails, as the connection is

@@ -54,8 +54,9 @@ type Config struct {
 	Logger *slog.Logger
 	// ClientName is the clientInfo name (default "mcplhost").
 	ClientName, ClientVersion string
-	// MaxHeld bounds the privileged messages held while the policy
-	// exchange settles (0 means 1000).
+	// MaxHeld bounds the messages held while the policy exchange settles,
+	// the one being decided included (0 means 1000; at least 2). Beyond
+	// it a request is refused at once and a notification dropped.
 	MaxHeld int
 }
 
