@@ -277,6 +277,7 @@ func TestDeniedNotification(t *testing.T) {
 	if in.Method != protocol.MethodChannelsIncoming || in.Request || in.Admitted {
 		t.Errorf("inbound %+v, want a denied notification", in)
 	}
+	rec.wait(t, "privileged notification discarded", 1) // logged after OnInbound is told
 	got := rec.one(t, "privileged notification discarded")
 	if got.Attrs["method"] != protocol.MethodChannelsIncoming || got.Attrs["capability"] != "channels.incoming" {
 		t.Errorf("log %+v", got)
