@@ -1,0 +1,55 @@
+// Package server is the SDK for writing MCPL servers in Go, in the manner of
+// net/http: declare what the server is, add tools and handlers, and serve
+// connections on stdio or WebSocket.
+//
+// A Server holds the declarations: its name and version, the MCPL
+// capability paths it advertises (SPEC §5.1, built into the nested
+// advertisement from dot paths), its feature sets (SPEC §6.1, in the 0.5
+// record form), its tools, and its channel handlers. Each connection gets a
+// *Conn, which holds the policy the host granted and the methods that send
+// to the host.
+//
+// A connection's life, as the SDK runs it:
+//
+//  1. The host sends initialize; the SDK answers with the server's info and
+//     advertisement.
+//  2. The host sends its policy, featureSets/update as a Request (SPEC
+//     §5.3). The SDK rejects a malformed one (a path both granted and
+//     denied) with -32602, computes the receipt (accepted, or degraded for
+//     each declared feature set whose uses the grant does not cover), lets
+//     Options.CheckPolicy amend or refuse it, and answers. An accepted
+//     policy closes Conn.Ready. A later Request replaces the policy (a
+//     reduction applies before the receipt is written, an expansion
+//     after); a Notification only narrows, by its disabled list (SPEC
+//     §6.7).
+//  3. Until a policy is established, and whenever it does not grant what
+//     they need, the Conn methods that need a capability return a
+//     *GrantError and send nothing: RegisterChannels and ChangeChannels
+//     need channels.register, Incoming needs channels.incoming, PushEvent
+//     needs pushEvents and its feature set enabled. Likewise the host's
+//     channels/open and channels/close need channels.lifecycle, and
+//     channels/publish needs channels.publish, or they are answered -32002
+//     without reaching a handler.
+//  4. Tools (AddTool, HandleTool) answer tools/call, each call in its own
+//     goroutine. Channel handlers (HandleChannelOpen, HandleChannelClose,
+//     HandleChannelPublish) run in the order the host sent their messages.
+//  5. The connection ends when the host ends it (for stdio, when stdin
+//     closes), when Serve's ctx ends, or at Conn.Close or Server.Close.
+//     Serve returns after Options.OnConnect and every tool call have.
+//
+// The usual shape of a connection's own work is Options.OnConnect: wait
+// for Ready, register channels, then deliver messages until ctx ends:
+//
+//	OnConnect: func(ctx context.Context, c *server.Conn) {
+//		select {
+//		case <-c.Ready():
+//		case <-ctx.Done():
+//			return
+//		}
+//		c.RegisterChannels(ctx, general)
+//		...
+//	}
+//
+// The SDK logs operator detail to Options.Logger, never to stdout, which
+// on stdio carries the protocol.
+package server
