@@ -416,6 +416,8 @@ func (b *inbox) onInbound(in session.Inbound) {
 func (b *inbox) onPush(ev session.PushEvent) {
 	b.mu.Lock()
 	b.events = append(b.events, ev)
+	close(b.changed)
+	b.changed = make(chan struct{})
 	b.mu.Unlock()
 }
 
@@ -434,18 +436,33 @@ func (b *inbox) pushed() []session.PushEvent {
 // wait returns the inbound records once there are at least n.
 func (b *inbox) wait(t testing.TB, n int) []session.Inbound {
 	t.Helper()
+	b.until(t, func() bool { return len(b.inbound) >= n }, fmt.Sprintf("%d inbound records", n))
+	return b.all()
+}
+
+// waitPushed returns the events handed over once there are at least n.
+// OnInbound is told of an event before it is handed over.
+func (b *inbox) waitPushed(t testing.TB, n int) []session.PushEvent {
+	t.Helper()
+	b.until(t, func() bool { return len(b.events) >= n }, fmt.Sprintf("%d events", n))
+	return b.pushed()
+}
+
+// until waits for cond, called with b.mu held.
+func (b *inbox) until(t testing.TB, cond func() bool, what string) {
+	t.Helper()
 	deadline := time.After(waitFor)
 	for {
 		b.mu.Lock()
-		got, ch := slices.Clone(b.inbound), b.changed
+		ok, ch := cond(), b.changed
 		b.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if ok {
+			return
 		}
 		select {
 		case <-ch:
 		case <-deadline:
-			t.Fatalf("%d inbound records, want %d: %+v", len(got), n, got)
+			t.Fatalf("no %s within %s: inbound %+v, events %+v", what, waitFor, b.all(), b.pushed())
 		}
 	}
 }

@@ -109,7 +109,7 @@ func TestPushEventNotification(t *testing.T) {
 	if !in[0].Admitted || in[0].Request || in[0].Method != protocol.MethodPushEvent {
 		t.Errorf("inbound %+v, want an admitted notification", in[0])
 	}
-	if evs := box.pushed(); len(evs) != 1 || evs[0].Params.EventID != "n-1" {
+	if evs := box.waitPushed(t, 1); len(evs) != 1 || evs[0].Params.EventID != "n-1" {
 		t.Errorf("events %+v, want n-1", evs)
 	}
 	notify(t, s, protocol.MethodPushEvent, pushParams("lifecycle", "n-2"))
