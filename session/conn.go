@@ -41,8 +41,10 @@ const (
 )
 
 // connect dials, runs initialize and the policy exchange, and installs the
-// connection. It fails when the dial or initialize fails; a policy
-// exchange that goes wrong leaves MCPL off instead.
+// connection. It fails when the dial or initialize fails, when the server
+// refuses the policy asking to close, and when the connection or ctx ends
+// before the exchange settles; any other policy exchange that goes wrong
+// leaves MCPL off instead.
 func (s *Session) connect(ctx context.Context) error {
 	stream, err := s.cfg.Dial(ctx)
 	if err != nil {
