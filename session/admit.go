@@ -56,7 +56,13 @@ func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return c.s.deny(req, capability, why)
 	}
 	if req.Method == protocol.MethodPushEvent {
-		return c.s.pushEvent(req, g)
+		res, err := c.s.pushEvent(req, g)
+		if req.IsNotification() {
+			// Nothing answers a notification, and a rejection is
+			// already logged: no second line about a handler error.
+			return nil, nil
+		}
+		return res, err
 	}
 	c.s.observe(req, true, "")
 	res, err := c.s.serveHost(ctx, req)

@@ -119,4 +119,13 @@ func TestPushEventNotification(t *testing.T) {
 	if n := len(box.pushed()); n != 1 {
 		t.Errorf("%d events, want 1", n)
 	}
+	// A request behind the notification is dispatched after it: once it
+	// is answered, everything logged about the notification is in.
+	send(t, s, protocol.MethodChannelsList, `{}`)
+	if got := rec.find("push/event rejected"); len(got) != 1 || got[0].Attrs["event_id"] != "n-2" {
+		t.Errorf("rejection logged %+v, want once", got)
+	}
+	if got := rec.find("notification handler failed"); len(got) != 0 {
+		t.Errorf("a rejected notification was also logged as a handler failure: %+v", got)
+	}
 }
