@@ -1,0 +1,238 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// Defaults.
+const (
+	DefaultStore            = "./data/host.db"
+	DefaultRequestTimeout   = 60 * time.Second
+	DefaultReconnectInitial = 5 * time.Second
+	DefaultReconnectMax     = 5 * time.Minute
+	// ChannelRequestTimeout is the deadline channels/open, channels/close
+	// and channels/publish keep when requestTimeout is 0: a channel
+	// decision must settle, so those never wait forever.
+	ChannelRequestTimeout = 60 * time.Second
+)
+
+// Config is one configuration file, with defaults applied and relative
+// paths resolved.
+type Config struct {
+	// Dir is the absolute directory relative paths in the file resolve
+	// against: the file's own.
+	Dir string
+	// Store is the absolute path of the host's state database.
+	Store string
+	// Servers are the MCPL servers, in file order.
+	Servers []Server
+}
+
+// Server is one MCPL server's entry.
+type Server struct {
+	ID string
+
+	// Argv is the program and its arguments (the file's command), for a
+	// server the host runs as a subprocess over stdio; empty when URL is
+	// set.
+	Argv []string
+	// Env holds variables added to the process's environment.
+	Env map[string]string
+	// InheritEnv passes the host's whole environment to the process.
+	InheritEnv bool
+	// Dir is the process's working directory: the config file's.
+	Dir string
+
+	// URL is a ws:// or wss:// address, for a server the host dials; empty
+	// when Argv is set.
+	URL string
+	// TokenEnv names the environment variable holding the bearer token for
+	// URL; empty for none. See Token.
+	TokenEnv string
+
+	// ToolPrefix namespaces the server's tools: <ToolPrefix>--<tool>.
+	// It defaults to ID.
+	ToolPrefix string
+	Reconnect  Reconnect
+	// RequestTimeout is the deadline of each request the host sends
+	// (default DefaultRequestTimeout); 0 means none, but see TimeoutFor.
+	RequestTimeout time.Duration
+	// RequestTimeoutSet reports whether the file gave requestTimeout, so
+	// that a written 0 is told apart from the default.
+	RequestTimeoutSet bool
+
+	Tools        ToolPolicy
+	Capabilities Patterns
+	FeatureSets  Patterns
+	Channels     Channels
+}
+
+// Reconnect is the redial policy, with defaults applied.
+type Reconnect struct {
+	Enabled      bool
+	Initial, Max time.Duration
+}
+
+// Patterns is an enable/disable pair. A nil Enable constrains nothing;
+// a non-nil one, even empty, is an allowlist. Disable wins.
+type Patterns struct {
+	Enable, Disable []string
+}
+
+// Channels is the server's channel settings.
+type Channels struct {
+	Subscription Subscription
+}
+
+// Subscription modes.
+const (
+	SubscriptionManual = "manual"
+	SubscriptionAuto   = "auto"
+	SubscriptionList   = "list"
+)
+
+// Subscription says which of the server's channels host policy opens
+// without the agent deciding: none (manual), all (auto), or those listed.
+type Subscription struct {
+	Mode string // SubscriptionManual, SubscriptionAuto or SubscriptionList
+	// Channels are the channel ids, for SubscriptionList.
+	Channels []string
+}
+
+// Load reads and decodes the file at path. Problems in the file come back
+// together as an *Error; a file that cannot be read gives the os error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path, filepath.Dir(abs))
+}
+
+// Parse decodes a configuration file's contents. name is the file's name in
+// messages; dir is the directory its relative paths resolve against (made
+// absolute against the working directory if it is not).
+func Parse(data []byte, name, dir string) (*Config, error) {
+	if name == "" {
+		name = "config"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{file: name}
+	cfg := d.decodeFile(data, abs)
+	if len(d.problems) > 0 {
+		return nil, d.err()
+	}
+	return cfg, nil
+}
+
+// GrantPolicy returns the server's host policy for the capability grant,
+// keeping nil (no constraint) apart from empty (allow nothing).
+func (s Server) GrantPolicy() grant.Policy {
+	return grant.Policy{
+		Enable:             slices.Clone(s.Capabilities.Enable),
+		Disable:            slices.Clone(s.Capabilities.Disable),
+		EnableFeatureSets:  slices.Clone(s.FeatureSets.Enable),
+		DisableFeatureSets: slices.Clone(s.FeatureSets.Disable),
+	}
+}
+
+// ReconnectConfig returns the server's redial policy for session.Config.
+func (s Server) ReconnectConfig() session.Reconnect {
+	return session.Reconnect{Enabled: s.Reconnect.Enabled, Initial: s.Reconnect.Initial, Max: s.Reconnect.Max}
+}
+
+// Command returns how to start the server's process: Env as KEY=VALUE
+// pairs sorted by name, and the config file's directory as working
+// directory. Its Argv is empty for a URL server.
+func (s Server) Command() transport.Command {
+	env := make([]string, 0, len(s.Env))
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return transport.Command{Argv: slices.Clone(s.Argv), Env: env, InheritEnv: s.InheritEnv, Dir: s.Dir}
+}
+
+// TimeoutFor returns the deadline of a request for method: RequestTimeout,
+// except that with RequestTimeout 0 channels/open, channels/close and
+// channels/publish keep ChannelRequestTimeout. 0 means no deadline.
+func (s Server) TimeoutFor(method string) time.Duration {
+	if s.RequestTimeout == 0 {
+		switch method {
+		case protocol.MethodChannelsOpen, protocol.MethodChannelsClose, protocol.MethodChannelsPublish:
+			return ChannelRequestTimeout
+		}
+	}
+	return s.RequestTimeout
+}
+
+// Token returns the bearer token for a URL server, read at call time from
+// the environment variable TokenEnv names; "" with no error when TokenEnv is
+// empty. lookup reads a variable (nil means os.LookupEnv). An unset or
+// empty variable is an error that names it; no error ever holds the token.
+func (s Server) Token(lookup func(string) (string, bool)) (string, error) {
+	if s.TokenEnv == "" {
+		return "", nil
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	tok, ok := lookup(s.TokenEnv)
+	if !ok || tok == "" {
+		return "", fmt.Errorf("server %q: environment variable %s, named by its tokenEnv, is not set", s.ID, s.TokenEnv)
+	}
+	return tok, nil
+}
+
+// Problem is one thing wrong in a configuration file.
+type Problem struct {
+	File string
+	Line int    // 0 when the problem has no line
+	Key  string // the key's full path, like servers[0].reconnect.initial; "" for none
+	Msg  string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
+	if p.Key != "" {
+		b.WriteString(p.Key + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Error holds every problem found in a file, in file order.
+type Error struct {
+	Problems []Problem
+}
+
+// Error returns the problems one a line.
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}

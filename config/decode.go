@@ -1,0 +1,374 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decoder walks a parsed YAML tree into typed values, recording every
+// problem with its line and key path.
+type decoder struct {
+	file     string
+	problems []Problem
+}
+
+func (d *decoder) add(line int, key, format string, args ...any) {
+	d.problems = append(d.problems, Problem{File: d.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns the problems in file order; problems on one line keep the
+// order they were found in.
+func (d *decoder) err() *Error {
+	slices.SortStableFunc(d.problems, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
+	return &Error{Problems: d.problems}
+}
+
+// parse reads data as one YAML document and returns its top node, or nil
+// after recording why it cannot.
+func (d *decoder) parse(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			d.add(0, "", "the file is empty; a config file needs at least servers:")
+		} else {
+			d.syntax(data, err)
+		}
+		return nil
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		d.add(next.Line, "", "a second YAML document starts here; a config file holds one")
+	case !errors.Is(err, io.EOF):
+		d.syntax(data, err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		d.add(0, "", "the file is empty; a config file needs at least servers:")
+		return nil
+	}
+	return doc.Content[0]
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line \d+: `)
+
+// syntax records a YAML syntax error. yaml.v3 leaves the line out of some
+// messages and gives a neighbouring line in others, so the line reported is
+// the first at which a prefix of the file fails the same way; yaml.v3's own
+// is the fallback.
+func (d *decoder) syntax(data []byte, err error) {
+	full := err.Error()
+	msg := strings.TrimPrefix(yamlLineRE.ReplaceAllString(full, "yaml: "), "yaml: ")
+	line := failingLine(data, msg)
+	if line == 0 {
+		if m := yamlLineRE.FindString(full); m != "" {
+			line, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "yaml: line "), ": "))
+		}
+	}
+	lines := strings.Split(string(data), "\n")
+	if line > 0 && line <= len(lines) && strings.Contains(lines[line-1], "\t") && !strings.Contains(msg, "tab") {
+		msg += " (indent with spaces: YAML does not allow tabs there)"
+	}
+	d.add(line, "", "not valid YAML: %s", msg)
+}
+
+// failingLine returns the number of lines of the shortest prefix of data
+// that fails to parse with msg, or 0. It searches by bisection, taking a
+// prefix that holds the bad line to fail as the whole file does; a prefix
+// cut inside a construct that spans lines may fail the same way, which
+// points at where that construct starts.
+func failingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	fails := func(k int) bool {
+		dec := yaml.NewDecoder(bytes.NewReader(bytes.Join(lines[:k], nil)))
+		for {
+			var n yaml.Node
+			err := dec.Decode(&n)
+			if err == nil {
+				continue
+			}
+			return strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), "yaml: "), "yaml: ") == msg
+		}
+	}
+	lo, hi := 1, len(lines)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if !fails(lo) {
+		return 0
+	}
+	return lo
+}
+
+// entry is one key of a mapping and its value.
+type entry struct {
+	name     string
+	key, val *yaml.Node
+}
+
+// entries returns a mapping's pairs in order, recording keys given twice
+// and keys that are not names. Merge keys ("<<") add the pairs of the
+// mappings they name, under the keys given explicitly.
+func (d *decoder) entries(n *yaml.Node, path string) []entry {
+	var out []entry
+	var merges []*yaml.Node
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if deref(k).Kind != yaml.ScalarNode {
+			d.add(k.Line, path, "a key must be a name, not %s", describe(k))
+			continue
+		}
+		name := deref(k).Value
+		if first, dup := seen[name]; dup {
+			d.add(k.Line, join(path, name), "given twice in one mapping (first on line %d)", first)
+			continue
+		}
+		seen[name] = k.Line
+		out = append(out, entry{name, k, v})
+	}
+	visited := map[*yaml.Node]bool{n: true}
+	var merge func(m *yaml.Node, line int)
+	merge = func(m *yaml.Node, line int) {
+		m = deref(m)
+		switch m.Kind {
+		case yaml.MappingNode:
+			if visited[m] {
+				return
+			}
+			visited[m] = true
+			for _, e := range d.entries(m, path) {
+				if _, ok := seen[e.name]; !ok {
+					seen[e.name] = e.key.Line
+					out = append(out, e)
+				}
+			}
+		case yaml.SequenceNode:
+			for _, it := range m.Content {
+				if deref(it).Kind != yaml.MappingNode {
+					d.add(it.Line, join(path, "<<"), "merges mappings, not %s", describe(it))
+					continue
+				}
+				merge(it, it.Line)
+			}
+		default:
+			d.add(line, join(path, "<<"), "merges a mapping or a list of mappings, not %s", describe(m))
+		}
+	}
+	for _, m := range merges {
+		merge(m, m.Line)
+	}
+	return out
+}
+
+// fields walks mapping n at path: set receives each entry whose key is in
+// known, with its path; any other key is a problem that suggests the
+// nearest known one. It reports whether n was a mapping.
+func (d *decoder) fields(n *yaml.Node, path string, line int, want string, known []string, set func(e entry, path string)) bool {
+	if deref(n).Kind != yaml.MappingNode {
+		d.wrong(n, path, line, want)
+		return false
+	}
+	for _, e := range d.entries(deref(n), path) {
+		p := join(path, e.name)
+		if !slices.Contains(known, e.name) {
+			d.add(e.key.Line, p, "unknown key%s", suggest(e.name, known))
+			continue
+		}
+		set(e, p)
+	}
+	return true
+}
+
+// wrong records that n is not the kind of value the key wants. It quotes a
+// scalar; callers whose values may be secret accept every scalar, so that
+// only kinds are ever named for them.
+func (d *decoder) wrong(n *yaml.Node, path string, line int, want string) {
+	if isNull(n) {
+		d.add(line, path, "has no value; give %s, or leave the key out", want)
+		return
+	}
+	d.add(line, path, "must be %s, not %s", want, describe(n))
+}
+
+// scalar returns a scalar's text as written, whatever YAML type it has.
+func (d *decoder) scalar(n *yaml.Node, path string, line int, want string) (string, bool) {
+	if deref(n).Kind != yaml.ScalarNode || isNull(n) {
+		d.wrong(n, path, line, want)
+		return "", false
+	}
+	return deref(n).Value, true
+}
+
+func (d *decoder) boolean(n *yaml.Node, path string, line int) (bool, bool) {
+	v := deref(n)
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!bool" {
+		return strings.EqualFold(v.Value, "true"), true
+	}
+	if v.Kind == yaml.ScalarNode && (strings.EqualFold(v.Value, "true") || strings.EqualFold(v.Value, "false")) {
+		d.add(line, path, "must be true or false without quotes")
+		return false, false
+	}
+	d.wrong(n, path, line, "true or false")
+	return false, false
+}
+
+// duration parses a Go duration that is not negative.
+func (d *decoder) duration(n *yaml.Node, path string, line int) (time.Duration, bool) {
+	s, ok := d.scalar(n, path, line, "a duration like 5s or 2m30s")
+	if !ok {
+		return 0, false
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.add(line, path, "%q is not a duration (write it like 5s or 2m30s)", s)
+		return 0, false
+	}
+	if v < 0 {
+		d.add(line, path, "%q is negative; a duration must be 0 or more", s)
+		return 0, false
+	}
+	return v, true
+}
+
+// list returns a list of scalars as text. An empty list is a non-nil
+// empty slice, apart from an absent one. check, if not nil, returns a
+// problem with one item ("" for none).
+func (d *decoder) list(n *yaml.Node, path string, line int, want string, check func(string) string) ([]string, bool) {
+	if deref(n).Kind != yaml.SequenceNode {
+		d.wrong(n, path, line, want)
+		return nil, false
+	}
+	out := []string{}
+	ok := true
+	for i, it := range deref(n).Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		s, good := d.scalar(it, p, it.Line, "a string")
+		if good && check != nil {
+			if msg := check(s); msg != "" {
+				d.add(it.Line, p, "%s", msg)
+				good = false
+			}
+		}
+		ok = ok && good
+		out = append(out, s)
+	}
+	return out, ok
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	n = deref(n)
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// describe names a value for a message: its kind, or a scalar quoted.
+func describe(n *yaml.Node) string {
+	n = deref(n)
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case isNull(n):
+		return "nothing"
+	case n.Kind == yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// hints answer keys that other hosts' configurations use, and keys that
+// would hold a secret.
+var hints = map[string]string{
+	"args":                   "command holds the program and its arguments in one list, like command: [go, run, ./server]",
+	"token":                  "tokens are never written in the file: put it in an environment variable and name the variable with tokenEnv",
+	"transport":              "the transport follows from command (a subprocess over stdio) or url (a WebSocket)",
+	"enabledTools":           "write tools: {enable: [...]}",
+	"disabledTools":          "write tools: {disable: [...]}",
+	"enabledCapabilities":    "write capabilities: {enable: [...]}",
+	"disabledCapabilities":   "write capabilities: {disable: [...]}",
+	"enabledFeatureSets":     "write featureSets: {enable: [...]}",
+	"disabledFeatureSets":    "write featureSets: {disable: [...]}",
+	"channelSubscription":    "write channels: {subscription: manual}",
+	"reconnectIntervalMs":    "write reconnect: {initial: 5s}",
+	"reconnectMaxIntervalMs": "write reconnect: {max: 5m}",
+	"requestTimeoutMs":       "write requestTimeout: 60s, a duration",
+	"mcplServers":            "did you mean servers?",
+}
+
+// suggest returns " (hint)" for an unknown key: a known key within a small
+// edit distance, or a hint; "" when nothing is close.
+func suggest(name string, known []string) string {
+	if h, ok := hints[name]; ok {
+		return " (" + h + ")"
+	}
+	best, bestDist := "", -1
+	for _, k := range known {
+		dist := editDistance(strings.ToLower(name), strings.ToLower(k))
+		if bestDist < 0 || dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	limit := 2
+	if len(name) <= 4 {
+		limit = 1
+	}
+	if best == "" || bestDist > limit {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

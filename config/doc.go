@@ -1,0 +1,75 @@
+// Package config reads the host's configuration file: where the host keeps
+// its state and, for each MCPL server, how to reach it and what host policy
+// bounds it. docs/config.md is the operator's reference; this comment records
+// the decisions behind it.
+//
+// # Reading the file
+//
+// The file is YAML, one document, a mapping at the top. go.yaml.in/yaml/v3
+// parses it into a node tree (which keeps every key's line), and this package
+// decodes that tree into typed structs itself, strictly: a key no struct
+// declares is an error, and so is a value of the wrong kind. That is the rule
+// yaml.v3's Decoder.KnownFields(true) enforces, but its messages name Go
+// types ("field comand not found in type config.rawServer") where an
+// operator needs the key's path and a suggestion, so the decoder here
+// enforces it instead and words every problem as
+//
+//	config.yaml:7: servers[0].reconnect.initial: "5 seconds" is not a duration (write it like 5s or 2m30s)
+//
+// Every problem in the file is reported, one a line, in file order; Parse and
+// Load return them together as an *Error. Aliases and merge keys ("<<") are
+// followed. A key given twice in one mapping is an error. A key present with
+// no value (null) is an error rather than a silent default, so that
+// `enable:` is never mistaken for either an absent list or an empty one.
+// String values accept any scalar as written (command: [sleep, 5]);
+// booleans are true or false only; durations are Go durations
+// (time.ParseDuration: 5s, 2m30s, 1h).
+//
+// # Decisions
+//
+//   - Exactly one of command (a non-empty list: the program and its
+//     arguments) or url (ws:// or wss://) per server. env and inheritEnv go
+//     with command only, tokenEnv with url only. A url carrying a credential
+//     (user:password@ or a token= query parameter) is refused: tokens are
+//     never written in the file. tokenEnv names an environment variable; the
+//     token is read only at connect time, by Server.Token, whose error names
+//     the variable and never a value.
+//   - id is required, unique, and matches ^[A-Za-z0-9][A-Za-z0-9_.-]*$.
+//     toolPrefix defaults to the id and matches ^[A-Za-z0-9][A-Za-z0-9_-]*$,
+//     without "--" and not ending in "-". It allows no "." (an id may have
+//     one) because tools are exposed as <prefix>--<tool>, and the model APIs
+//     accept only letters, digits, "_" and "-" in a tool name; a server whose
+//     id has a "." needs an explicit toolPrefix.
+//   - Two prefixes meet when one tool name could resolve to both servers
+//     (PrefixesMeet). With the character rules above two valid prefixes
+//     meet only when equal; CheckPrefix applies the general rule at runtime,
+//     where names may come from elsewhere. Comparison is case-sensitive, as
+//     tool dispatch is.
+//   - reconnect.enabled defaults to false, initial to 5s, max to 5m; both
+//     must be more than 0 and max at least initial.
+//   - requestTimeout defaults to 60s. 0 disables it, except for
+//     channels/open, channels/close and channels/publish, which keep a
+//     deadline of ChannelRequestTimeout (Server.TimeoutFor). Negative
+//     durations are errors everywhere.
+//   - tools.enable and tools.disable hold bare tool names, where * matches
+//     any run of characters (including "--" and nothing). Deny wins. An
+//     absent enable allows every tool; a present one, even [], is an
+//     allowlist.
+//   - capabilities and featureSets map onto grant.Policy, keeping absent
+//     (nil, no constraint) apart from [] (an allowlist of nothing). A
+//     capability pattern is dot-separated segments, each letters and digits
+//     or *; a well-formed path this host does not know is accepted, since a
+//     newer server may advertise it. A feature-set pattern is a
+//     dot-separated name, "*", or a name ending in ".*".
+//   - channels.subscription is manual (the default), auto, or a list of
+//     channel ids ([] admits none, as manual does).
+//   - Relative paths are relative to the config file's directory: store
+//     (default ./data/host.db) is made absolute against it, and a command
+//     server runs in it (Server.Dir), so command: [go, run, ../echo] names a
+//     directory next to the file's. "~" is not expanded.
+//   - An empty file is an error (it is more often a wrong path than a
+//     wish); a file with servers: [] is valid.
+//
+// The package is pure apart from Load reading the file and Server.Token
+// reading the environment: no goroutines, no clocks.
+package config

@@ -1,0 +1,219 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+var (
+	idRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	capSegRE  = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
+)
+
+func idProblem(id string) string {
+	if id == "" {
+		return "is empty; every server needs an id, like id: chat"
+	}
+	if !idRE.MatchString(id) {
+		return `is not a valid id: it must start with a letter or digit and hold only letters, digits, "_", "." and "-"`
+	}
+	return ""
+}
+
+// prefixProblem says what makes p unfit as a tool prefix, or "".
+func prefixProblem(p string) string {
+	switch {
+	case p == "":
+		return "it is empty (leave toolPrefix out to use the id)"
+	case !prefixRE.MatchString(p):
+		msg := `it must start with a letter or digit and hold only letters, digits, "_" and "-"`
+		if strings.Contains(p, ".") {
+			msg += ` (model APIs refuse "." in tool names)`
+		}
+		return msg
+	case strings.Contains(p, "--"):
+		return `it holds "--", which separates the prefix from the tool's name`
+	case strings.HasSuffix(p, "-"):
+		return `it ends with "-", which runs into the "--" after it`
+	}
+	return ""
+}
+
+// urlProblem says what makes raw unfit as a server URL, or "". It never
+// quotes a URL that may hold a credential, and quotes others without their
+// query.
+func urlProblem(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "is not a URL; write it like ws://host:port/path"
+	}
+	if u.User != nil {
+		return "holds a user or password; tokens are never written in the file: put the token in an environment variable and name the variable with tokenEnv"
+	}
+	for name := range u.Query() {
+		if credentialParam(name) {
+			return fmt.Sprintf("has a parameter %s; tokens are never written in the file: put the token in an environment variable and name the variable with tokenEnv", name)
+		}
+	}
+	shown := raw
+	if u.RawQuery != "" || u.Fragment != "" {
+		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, Opaque: u.Opaque}).String()
+	}
+	switch {
+	case u.Scheme == "" || u.Opaque != "" || !strings.Contains(raw, "://"):
+		return fmt.Sprintf("%q has no scheme; write ws://host:port/path or wss://host:port/path", shown)
+	case u.Scheme != "ws" && u.Scheme != "wss":
+		return fmt.Sprintf("%q has scheme %s; a server URL must be ws:// or wss://", shown, u.Scheme)
+	case u.Host == "":
+		return fmt.Sprintf("%q has no host; write it like ws://host:port/path", shown)
+	}
+	return ""
+}
+
+func credentialParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"token", "secret", "password", "apikey", "api_key", "auth"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func toolPatternProblem(p string) string {
+	if p == "" {
+		return "is empty; give a tool's bare name, or a pattern with *"
+	}
+	return ""
+}
+
+// capabilityPatternProblem checks a capability pattern's syntax only: a
+// well-formed path this host does not know is accepted, since a newer
+// server may advertise it.
+func capabilityPatternProblem(p string) string {
+	for seg := range strings.SplitSeq(p, ".") {
+		if !capSegRE.MatchString(seg) {
+			return fmt.Sprintf("%q is not a capability pattern; write dot-separated names of letters and digits, or *, like channels.publish or channels.*", p)
+		}
+	}
+	return ""
+}
+
+// featureSetPatternProblem checks a feature-set pattern: a dot-separated
+// name, "*", or a name ending in ".*" (the forms grant matches).
+func featureSetPatternProblem(p string) string {
+	segs := strings.Split(p, ".")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		if seg == "" || strings.ContainsAny(seg, " \t\r\n") || (strings.Contains(seg, "*") && (!last || seg != "*")) {
+			return fmt.Sprintf("%q is not a feature-set pattern; write a dot-separated name like memory.retrieval, memory.* for every set under memory, or * for all", p)
+		}
+	}
+	return ""
+}
+
+// PrefixesMeet reports whether one tool name could resolve to both
+// prefixes: whether some N = a+"--"+t1 = b+"--"+t2 with t1 and t2 not
+// empty. Equal prefixes meet; so do "a" and "a--b" ("a--b--x"), and "a"
+// and "a-" ("a---x"); "a" and "ab" do not.
+func PrefixesMeet(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return strings.HasPrefix(b+"--", a+"--")
+}
+
+// PrefixOwner is a server and the tool prefix it holds.
+type PrefixOwner struct {
+	ID, Prefix string
+}
+
+// PrefixConflictError says that two servers' tool prefixes meet.
+type PrefixConflictError struct {
+	ID, Prefix           string // the server being checked
+	OtherID, OtherPrefix string // the server that holds the prefix already
+}
+
+func (e *PrefixConflictError) Error() string {
+	long := e.Prefix
+	if len(e.OtherPrefix) > len(long) {
+		long = e.OtherPrefix
+	}
+	if e.Prefix == e.OtherPrefix {
+		return fmt.Sprintf("servers %q and %q: both use tool prefix %q: a tool name like %q could belong to either",
+			e.OtherID, e.ID, e.Prefix, long+"--x")
+	}
+	return fmt.Sprintf("servers %q and %q: tool prefixes %q and %q meet: a tool name like %q could belong to either",
+		e.OtherID, e.ID, e.OtherPrefix, e.Prefix, long+"--x")
+}
+
+// CheckPrefix checks a prospective server's tool prefix against those
+// already held, returning a *PrefixConflictError for the first that meets
+// it. An owner with the same id is skipped: a server does not conflict
+// with itself (as when it is restarted). It checks meeting only; the
+// prefix's own syntax is checked at load.
+func CheckPrefix(id, prefix string, existing []PrefixOwner) error {
+	for _, o := range existing {
+		if o.ID != id && PrefixesMeet(o.Prefix, prefix) {
+			return &PrefixConflictError{ID: id, Prefix: prefix, OtherID: o.ID, OtherPrefix: o.Prefix}
+		}
+	}
+	return nil
+}
+
+// ToolPolicy allows or refuses a server's tools by bare name.
+type ToolPolicy struct {
+	// Enable, when not nil, is an allowlist of tool-name patterns; nil
+	// allows every tool. Disable lists patterns never allowed; it wins.
+	Enable, Disable []string
+}
+
+// Allows reports whether the tool with bare name is allowed. In a pattern
+// * matches any run of characters, including none.
+func (t ToolPolicy) Allows(name string) bool {
+	for _, p := range t.Disable {
+		if globMatch(p, name) {
+			return false
+		}
+	}
+	if t.Enable == nil {
+		return true
+	}
+	for _, p := range t.Enable {
+		if globMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches name against pattern, where * matches any run of
+// bytes and every other byte matches itself.
+func globMatch(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			p = star + 1
+			mark++
+			n = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}

@@ -1,0 +1,332 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The keys each mapping accepts.
+var (
+	topKeys       = []string{"store", "servers"}
+	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
+	reconnectKeys = []string{"enabled", "initial", "max"}
+	policyKeys    = []string{"enable", "disable"}
+	channelsKeys  = []string{"subscription"}
+)
+
+// decodeFile decodes a whole file; it returns nil when the file is not a
+// YAML mapping at all.
+func (d *decoder) decodeFile(data []byte, dir string) *Config {
+	root := d.parse(data)
+	if root == nil {
+		return nil
+	}
+	if deref(root).Kind != yaml.MappingNode {
+		d.add(root.Line, "", "the file must be a mapping of keys (store:, servers:), not %s", describe(root))
+		return nil
+	}
+	cfg := &Config{Dir: dir, Store: filepath.Join(dir, DefaultStore)}
+	var seen []placed
+	d.fields(root, "", root.Line, "", topKeys, func(e entry, path string) {
+		switch e.name {
+		case "store":
+			if s, ok := d.scalar(e.val, path, e.key.Line, "a file path"); ok {
+				if msg := storeProblem(s); msg != "" {
+					d.add(e.key.Line, path, "%s", msg)
+				} else if filepath.IsAbs(s) {
+					cfg.Store = filepath.Clean(s)
+				} else {
+					cfg.Store = filepath.Join(dir, s)
+				}
+			}
+		case "servers":
+			if deref(e.val).Kind != yaml.SequenceNode {
+				d.wrong(e.val, path, e.key.Line, "a list of servers, each starting with - id:")
+				return
+			}
+			for i, it := range deref(e.val).Content {
+				p := placed{path: fmt.Sprintf("%s[%d]", path, i)}
+				var ok bool
+				p.Server, ok = d.server(it, &p, dir)
+				if ok {
+					cfg.Servers = append(cfg.Servers, p.Server)
+				}
+				seen = append(seen, p)
+			}
+		}
+	})
+	d.crossServers(seen)
+	return cfg
+}
+
+// placed is a decoded server with where its parts are in the file.
+type placed struct {
+	Server
+	path            string
+	idLine, preLine int // the lines of its id and its tool prefix (0 when absent)
+	idOK, preOK     bool
+}
+
+// server decodes one servers[] item; ok is false when it is not a mapping.
+func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
+	path := p.path
+	s := Server{
+		Dir:            dir,
+		RequestTimeout: DefaultRequestTimeout,
+		Reconnect:      Reconnect{Initial: DefaultReconnectInitial, Max: DefaultReconnectMax},
+		Channels:       Channels{Subscription: Subscription{Mode: SubscriptionManual}},
+	}
+	var cmdLine, urlLine, envLine, inheritLine, tokenLine, initialLine, maxLine int
+	ok := d.fields(n, path, n.Line, "a mapping with id: and command: or url:", serverKeys, func(e entry, path string) {
+		line := e.key.Line
+		switch e.name {
+		case "id":
+			p.idLine = line
+			if v, ok := d.scalar(e.val, path, line, "a string"); ok {
+				s.ID = v
+				if msg := idProblem(v); msg != "" {
+					d.add(line, path, "%q %s", v, msg)
+				} else {
+					p.idOK = true
+				}
+			}
+		case "command":
+			cmdLine = line
+			s.Argv = d.command(e.val, path, line)
+		case "env":
+			envLine = line
+			s.Env = d.env(e.val, path, line)
+		case "inheritEnv":
+			inheritLine = line
+			s.InheritEnv, _ = d.boolean(e.val, path, line)
+		case "url":
+			urlLine = line
+			if v, ok := d.scalar(e.val, path, line, "a URL like ws://host:port/path"); ok {
+				if msg := urlProblem(v); msg != "" {
+					d.add(line, path, "%s", msg)
+				} else {
+					s.URL = v
+				}
+			}
+		case "tokenEnv":
+			tokenLine = line
+			if v, ok := d.scalar(e.val, path, line, "the name of an environment variable"); ok {
+				if !envNameRE.MatchString(v) {
+					// Not quoted: a token pasted here by mistake stays out of logs.
+					d.add(line, path, "is not an environment variable name (letters, digits and _, not starting with a digit); write the name of the variable that holds the token, never the token itself")
+				} else {
+					s.TokenEnv = v
+				}
+			}
+		case "toolPrefix":
+			p.preLine = line
+			if v, ok := d.scalar(e.val, path, line, "a string"); ok {
+				s.ToolPrefix = v
+				if msg := prefixProblem(v); msg != "" {
+					d.add(line, path, "%q is not a valid tool prefix: %s", v, msg)
+				} else {
+					p.preOK = true
+				}
+			}
+		case "reconnect":
+			d.fields(e.val, path, line, "a mapping like {enabled: true, initial: 5s, max: 5m}", reconnectKeys, func(e entry, path string) {
+				switch e.name {
+				case "enabled":
+					s.Reconnect.Enabled, _ = d.boolean(e.val, path, e.key.Line)
+				case "initial":
+					initialLine = e.key.Line
+					s.Reconnect.Initial = d.positive(e.val, path, e.key.Line)
+				case "max":
+					maxLine = e.key.Line
+					s.Reconnect.Max = d.positive(e.val, path, e.key.Line)
+				}
+			})
+		case "requestTimeout":
+			if v, ok := d.duration(e.val, path, line); ok {
+				s.RequestTimeout, s.RequestTimeoutSet = v, true
+			}
+		case "tools":
+			s.Tools.Enable, s.Tools.Disable = d.patterns(e.val, path, line, "tool names", toolPatternProblem)
+		case "capabilities":
+			s.Capabilities.Enable, s.Capabilities.Disable = d.patterns(e.val, path, line, "capability patterns", capabilityPatternProblem)
+		case "featureSets":
+			s.FeatureSets.Enable, s.FeatureSets.Disable = d.patterns(e.val, path, line, "feature-set names", featureSetPatternProblem)
+		case "channels":
+			d.fields(e.val, path, line, "a mapping like {subscription: manual}", channelsKeys, func(e entry, path string) {
+				s.Channels.Subscription = d.subscription(e.val, path, e.key.Line)
+			})
+		}
+	})
+	if !ok {
+		return s, false
+	}
+	if p.idLine == 0 {
+		d.add(n.Line, path, "has no id; every server needs one, like id: chat")
+	}
+	switch {
+	case cmdLine > 0 && urlLine > 0:
+		d.add(max(cmdLine, urlLine), path, "has both command (line %d) and url (line %d); give one: command runs the server, url dials it", cmdLine, urlLine)
+	case cmdLine == 0 && urlLine == 0:
+		d.add(n.Line, path, "has neither command nor url; give command: [program, args...] to run the server, or url: ws://host:port/path to dial it")
+	case urlLine > 0:
+		if envLine > 0 {
+			d.add(envLine, join(path, "env"), "only goes with command: it sets the environment of a server the host runs, and this one is dialed at url")
+		}
+		if inheritLine > 0 {
+			d.add(inheritLine, join(path, "inheritEnv"), "only goes with command: it passes the host's environment to a server the host runs, and this one is dialed at url")
+		}
+	case cmdLine > 0 && tokenLine > 0:
+		d.add(tokenLine, join(path, "tokenEnv"), "only goes with url: it names the variable holding the token the host sends when it dials; a server run by command gets its environment from env")
+	}
+	r := s.Reconnect
+	switch {
+	case r.Initial == 0 || r.Max == 0:
+		// Already reported.
+	case r.Max < r.Initial && maxLine > 0:
+		d.add(maxLine, join(path, "reconnect.max"), "%s is less than initial (%s); max is the longest wait, so it must be at least initial", r.Max, r.Initial)
+	case r.Max < r.Initial:
+		d.add(initialLine, join(path, "reconnect.initial"), "%s is more than max (%s, the default); set max too", r.Initial, r.Max)
+	}
+	if p.preLine == 0 && p.idOK {
+		s.ToolPrefix = s.ID
+		if msg := prefixProblem(s.ID); msg != "" {
+			d.add(p.idLine, join(path, "id"), "%q can't be the tool prefix, which defaults to the id: %s; set toolPrefix", s.ID, msg)
+		} else {
+			p.preOK, p.preLine = true, p.idLine
+		}
+	}
+	return s, true
+}
+
+// positive parses a duration that must be more than 0; it returns 0 after
+// a problem, which later checks take as already reported.
+func (d *decoder) positive(n *yaml.Node, path string, line int) time.Duration {
+	v, ok := d.duration(n, path, line)
+	if !ok {
+		return 0
+	}
+	if v == 0 {
+		d.add(line, path, "must be more than 0")
+		return 0
+	}
+	return v
+}
+
+// command decodes a server's command list.
+func (d *decoder) command(n *yaml.Node, path string, line int) []string {
+	argv, ok := d.list(n, path, line, "a list: the program and its arguments, like [go, run, ./server]", nil)
+	switch {
+	case !ok:
+		return nil
+	case len(argv) == 0:
+		d.add(line, path, "is empty; give the program and its arguments, like [go, run, ./server]")
+		return nil
+	case argv[0] == "":
+		d.add(deref(n).Content[0].Line, path+"[0]", "the program's name is empty")
+		return nil
+	}
+	return argv
+}
+
+// env decodes NAME: value pairs. A value is never quoted in a message: it
+// may be a secret.
+func (d *decoder) env(n *yaml.Node, path string, line int) map[string]string {
+	if deref(n).Kind != yaml.MappingNode {
+		d.wrong(n, path, line, "a mapping of NAME: value")
+		return nil
+	}
+	env := map[string]string{}
+	for _, e := range d.entries(deref(n), path) {
+		if !envNameRE.MatchString(e.name) {
+			d.add(e.key.Line, path, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", e.name)
+			continue
+		}
+		if v := deref(e.val); v.Kind != yaml.ScalarNode || isNull(v) {
+			d.wrong(e.val, join(path, e.name), e.key.Line, `a string (write "" for an empty one)`)
+			continue
+		}
+		env[e.name] = deref(e.val).Value
+	}
+	return env
+}
+
+// patterns decodes an {enable, disable} pair, keeping an absent list nil.
+func (d *decoder) patterns(n *yaml.Node, path string, line int, what string, check func(string) string) (enable, disable []string) {
+	d.fields(n, path, line, "a mapping like {enable: [...], disable: [...]}", policyKeys, func(e entry, path string) {
+		v, _ := d.list(e.val, path, e.key.Line, "a list of "+what, check)
+		if e.name == "enable" {
+			enable = v
+		} else {
+			disable = v
+		}
+	})
+	return enable, disable
+}
+
+// subscription decodes manual, auto, or a list of channel ids.
+func (d *decoder) subscription(n *yaml.Node, path string, line int) Subscription {
+	const want = "manual, auto, or a list of channel ids"
+	v := deref(n)
+	switch {
+	case v.Kind == yaml.SequenceNode:
+		ids, ok := d.list(n, path, line, "a list of channel ids", func(s string) string {
+			if s == "" {
+				return "is empty; give a channel id"
+			}
+			return ""
+		})
+		if ok {
+			return Subscription{Mode: SubscriptionList, Channels: ids}
+		}
+	case v.Kind == yaml.ScalarNode && !isNull(v):
+		switch v.Value {
+		case SubscriptionManual, SubscriptionAuto:
+			return Subscription{Mode: v.Value}
+		}
+		d.add(line, path, "%q is not a subscription; write %s", v.Value, want)
+	default:
+		d.wrong(n, path, line, want)
+	}
+	return Subscription{Mode: SubscriptionManual}
+}
+
+// crossServers checks what no one server can: unique ids, and prefixes
+// that do not meet. Each pair is reported once, at the later server.
+func (d *decoder) crossServers(servers []placed) {
+	for i, s := range servers {
+		for _, o := range servers[:i] {
+			if s.idOK && o.idOK && s.ID == o.ID {
+				d.add(s.idLine, join(s.path, "id"), "%q is also the id of %s (line %d); ids must be unique", s.ID, o.path, o.idLine)
+				break
+			}
+		}
+	}
+	for i, s := range servers {
+		if !s.preOK || !s.idOK {
+			continue
+		}
+		var owners []PrefixOwner
+		for _, o := range servers[:i] {
+			if o.preOK && o.idOK && o.ID != s.ID {
+				owners = append(owners, PrefixOwner{ID: o.ID, Prefix: o.ToolPrefix})
+			}
+		}
+		if err := CheckPrefix(s.ID, s.ToolPrefix, owners); err != nil {
+			d.add(s.preLine, join(s.path, "toolPrefix"), "%v", err)
+		}
+	}
+}
+
+func storeProblem(s string) string {
+	switch {
+	case s == "":
+		return "is empty; give a file path, or leave the key out for " + DefaultStore
+	case strings.HasPrefix(s, "~"):
+		return fmt.Sprintf("%q starts with ~, which is not expanded; write the full path, or one relative to this file", s)
+	}
+	return ""
+}
