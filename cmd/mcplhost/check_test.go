@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheck runs `mcplhost check` on good and bad files and pins its exit
+// status and its whole output.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "servers:\n  - id: a\n    command: [a]\n  - id: b\n    url: ws://localhost:1/\n")
+	one := write("one.yaml", "servers:\n  - id: a\n    command: [a]\n")
+	none := write("none.yaml", "servers: []\n")
+	bad := write("bad.yaml", "servers:\n  - id: chat\n    comand: [go]\n    reconnect: {initial: 5 seconds}\n")
+	badOne := write("bad1.yaml", "stor: x\nservers: []\n")
+	example := filepath.Join("..", "..", "examples", "config", "host.yaml")
+	missing := filepath.Join(dir, "missing.yaml")
+
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		code           int
+		stdout, stderr string // stderr "" means none; "~x" means contains x
+	}{
+		{"good", []string{"--config", good}, exitOK, "config " + good + ": ok (2 servers)\n", ""},
+		{"one dash", []string{"-config", one}, exitOK, "config " + one + ": ok (1 server)\n", ""},
+		{"equals", []string{"--config=" + none}, exitOK, "config " + none + ": ok (0 servers)\n", ""},
+		{"example", []string{"--config", example}, exitOK, "config " + example + ": ok (1 server)\n", ""},
+		{"bad", []string{"--config", bad}, exitFail, "",
+			bad + ":2: servers[0]: has neither command nor url; give command: [program, args...] to run the server, or url: ws://host:port/path to dial it\n" +
+				bad + ":3: servers[0].comand: unknown key (did you mean command?)\n" +
+				bad + ":4: servers[0].reconnect.initial: \"5 seconds\" is not a duration (write it like 5s or 2m30s)\n" +
+				"config " + bad + ": 3 problems\n"},
+		{"bad, one problem", []string{"--config", badOne}, exitFail, "",
+			badOne + ":1: stor: unknown key (did you mean store?)\nconfig " + badOne + ": 1 problem\n"},
+		{"missing file", []string{"--config", missing}, exitFail, "", "mcplhost check: open " + missing + ": no such file or directory\n"},
+		{"no flag", nil, exitUsage, "", "~mcplhost check: give the file with --config FILE\n\nusage: mcplhost check --config FILE\n"},
+		{"no value", []string{"--config"}, exitUsage, "", "~mcplhost check: flag needs an argument: -config\n"},
+		{"unknown flag", []string{"--conf", good}, exitUsage, "", "~mcplhost check: flag provided but not defined: -conf\n"},
+		{"positional", []string{good}, exitUsage, "", "~mcplhost check: unexpected argument \"" + good + "\": give the file with --config FILE\n"},
+		{"extra argument", []string{"--config", good, "x"}, exitUsage, "", "~unexpected argument \"x\""},
+		{"help", []string{"-h"}, exitOK, checkUsage, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runCheck(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstderr:\n%s", code, tc.code, stderr.String())
+			}
+			if stdout.String() != tc.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), tc.stdout)
+			}
+			if want, ok := strings.CutPrefix(tc.stderr, "~"); ok {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr:\n%s\nwant it to contain:\n%s", stderr.String(), want)
+				}
+			} else if stderr.String() != tc.stderr {
+				t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), tc.stderr)
+			}
+		})
+	}
+}
