@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// TestMain fails the run if a test left a goroutine behind: a session's
+// watcher, a connection's reader, the room's schedule.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// waitFor bounds every wait on a real connection.
+const waitFor = 15 * time.Second
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+// hostImplements is what the test host grants the room: every channel
+// capability it advertises, so the whole room can be driven.
+var hostImplements = []string{"tools", "channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"}
+
+// scenarioScript needs no clock: the host's reactions, made while it
+// answers channels/incoming (the room waits for that answer before its next
+// post), decide what is open when each post comes.
+const scenarioScript = `
++0s #general alice: one
++0s #random carol: hidden in random
++0s #dev bob @agent: two
++0s #general alice: three
++0s #dev bob: four, after dev closed
++0s #general alice @agent: five
+`
+
+// testHost is the host side of a scenario: a session whose handler
+// answers channels/register and channels/incoming, records what arrives,
+// and reacts to some messages by opening and closing channels.
+type testHost struct {
+	t    *testing.T
+	sess atomic.Pointer[session.Session]
+	up   chan struct{} // closed once sess is set
+
+	mu         sync.Mutex
+	registered []protocol.ChannelDescriptor
+	incoming   []protocol.IncomingMessage
+	done       chan struct{} // closed when "five" arrives
+}
+
+func newTestHost(t *testing.T) *testHost {
+	return &testHost{t: t, up: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (h *testHost) handler() wire.Handler {
+	mux := wire.NewMux()
+	mux.HandleFunc(protocol.MethodChannelsRegister, func(_ context.Context, req *wire.Request) (any, error) {
+		var p protocol.ChannelsRegisterParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		h.registered = append(h.registered, p.Channels...)
+		h.mu.Unlock()
+		res := protocol.ChannelResults{Results: []protocol.ChannelResult{}}
+		for _, d := range p.Channels {
+			res.Results = append(res.Results, protocol.ChannelResult{ID: d.ID, Accepted: true})
+		}
+		return res, nil
+	})
+	mux.HandleFunc(protocol.MethodChannelsIncoming, func(ctx context.Context, req *wire.Request) (any, error) {
+		var p protocol.ChannelsIncomingParams
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, err
+		}
+		res := protocol.ChannelsIncomingResult{Results: []protocol.IncomingResult{}}
+		for _, m := range p.Messages {
+			h.mu.Lock()
+			h.incoming = append(h.incoming, m)
+			h.mu.Unlock()
+			h.react(ctx, m)
+			res.Results = append(res.Results, protocol.IncomingResult{MessageID: m.MessageID, Accepted: true, ConversationID: "conv-" + m.ChannelID})
+		}
+		return res, nil
+	})
+	return mux
+}
+
+// react opens #dev on "one", closes it on "two", and marks the end at
+// "five".
+func (h *testHost) react(ctx context.Context, m protocol.IncomingMessage) {
+	text := blocksText(m.Content)
+	switch {
+	case text == "one":
+		// By type and address, as SPEC §14.3 shows it.
+		h.lifecycle(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{Type: "chatroom", Address: json.RawMessage(`{"channel":"#dev"}`)})
+	case strings.HasSuffix(text, "two"):
+		h.lifecycle(ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chatroom:#dev"})
+	case strings.HasSuffix(text, "five"):
+		close(h.done)
+	}
+}
+
+func (h *testHost) lifecycle(ctx context.Context, method string, params any) {
+	select {
+	case <-h.up:
+	case <-time.After(waitFor):
+		h.t.Error("the session never connected")
+		return
+	}
+	var res json.RawMessage
+	if err := h.sess.Load().Call(ctx, method, params, &res); err != nil {
+		h.t.Errorf("%s: %v", method, err)
+	}
+}
+
+func blocksText(blocks []json.RawMessage) string {
+	var parts []string
+	for _, raw := range blocks {
+		var b protocol.TextContent
+		if json.Unmarshal(raw, &b) == nil && b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// connect starts a session to the room through dial.
+func (h *testHost) connect(dial func(context.Context) (transport.Stream, error)) *session.Session {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	s, err := session.Connect(ctx, session.Config{
+		ID:             "chatroom",
+		Dial:           dial,
+		Implemented:    hostImplements,
+		Handler:        h.handler(),
+		Logger:         quietLog,
+		RequestTimeout: waitFor,
+	})
+	if err != nil {
+		h.t.Fatalf("connect: %v", err)
+	}
+	h.sess.Store(s)
+	close(h.up)
+	return s
+}
+
+// runScenario drives the room through the scenario over sess, and checks
+// what the host received, what the room answered, and the room's
+// transcript.
+func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcript) {
+	ctx := context.Background()
+	st := sess.State()
+	if st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+		t.Fatalf("policy = %+v, want accepted (every feature set's uses granted)", st.Policy)
+	}
+	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.messaging", "chat.replies"}) {
+		t.Errorf("enabled feature sets = %v", got)
+	}
+
+	select {
+	case <-h.done:
+	case <-time.After(waitFor):
+		h.mu.Lock()
+		t.Fatalf("the scenario did not finish; incoming so far: %v", h.incoming)
+	}
+
+	h.mu.Lock()
+	registered, incoming := slices.Clone(h.registered), slices.Clone(h.incoming)
+	h.mu.Unlock()
+	var regs []string
+	for _, d := range registered {
+		regs = append(regs, fmt.Sprintf("%s open=%v", d.ID, d.InitiallyOpen))
+	}
+	if diff := fmt.Sprint(regs); diff != "[chatroom:#general open=true chatroom:#random open=false chatroom:#dev open=false]" {
+		t.Errorf("registered: %s", diff)
+	}
+	// #random was never opened; #dev's "four" came after it was closed.
+	var got []string
+	for _, m := range incoming {
+		got = append(got, fmt.Sprintf("%s %s %q %v", m.ChannelID, m.Author, blocksText(m.Content), m.Tags))
+	}
+	want := []string{
+		`chatroom:#general {"id":"u_alice","name":"alice"} "one" [chat:ambient chat:from-human]`,
+		`chatroom:#dev {"id":"u_bob","name":"bob"} "@agent two" [chat:mention chat:addressed chat:from-human]`,
+		`chatroom:#general {"id":"u_alice","name":"alice"} "three" [chat:ambient chat:from-human]`,
+		`chatroom:#general {"id":"u_alice","name":"alice"} "@agent five" [chat:mention chat:addressed chat:from-human]`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("incoming:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+
+	// The agent speaks: delivered, with the room's id for it.
+	var pub protocol.ChannelsPublishResult
+	if err := sess.Call(ctx, protocol.MethodChannelsPublish, protocol.ChannelsPublishParams{
+		ChannelID: "chatroom:#general", ConversationID: "conv-chatroom:#general",
+		Content: []json.RawMessage{json.RawMessage(`{"type":"text","text":"The release is on Thursday."}`)},
+	}, &pub); err != nil {
+		t.Fatal(err)
+	}
+	if !pub.Delivered || pub.MessageID != "chatroom-agent-1" {
+		t.Errorf("publish = %+v", pub)
+	}
+	// An unknown channel is -32023, from the SDK's mapping of the room's
+	// answer.
+	err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{Type: "chatroom", Address: json.RawMessage(`{"channel":"#ops"}`)}, nil)
+	if ce, ok := err.(*wire.CallError); !ok || ce.Code != protocol.CodeUnknownChannel {
+		t.Errorf("open #ops = %v, want -32023", err)
+	}
+	// The history tool has what was never delivered.
+	var hist protocol.CallToolResult
+	if err := sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: "history", Arguments: json.RawMessage(`{"channel":"#random"}`)}, &hist); err != nil {
+		t.Fatal(err)
+	}
+	if hist.IsError || hist.Text() != "carol: hidden in random" {
+		t.Errorf("history #random = %q (isError %v)", hist.Text(), hist.IsError)
+	}
+
+	for _, line := range []string{
+		"[#general] (open from the start)",
+		"[#general] alice: one",
+		"[#random] carol: hidden in random   (not delivered: #random is not open)",
+		"[#dev] (the agent opened the channel)",
+		"[#dev] bob: @agent two",
+		"[#dev] (the agent closed the channel)",
+		"[#dev] bob: four, after dev closed   (not delivered: #dev is not open)",
+		"[#general] AGENT: The release is on Thursday.",
+	} {
+		tr.wait(t, line)
+	}
+}
+
+// buildChatroom builds the command into a temporary directory.
+func buildChatroom(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "chatroom")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// transcript collects the room's transcript and lets a test wait for a
+// line of it.
+type transcript struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on each write
+}
+
+func newTranscript() *transcript { return &transcript{changed: make(chan struct{})} }
+
+// Write implements io.Writer: the room writes its transcript here.
+func (tr *transcript) Write(p []byte) (int, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.buf.Write(p)
+	close(tr.changed)
+	tr.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (tr *transcript) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.buf.String()
+}
+
+// wait waits for line to appear in the transcript.
+func (tr *transcript) wait(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		tr.mu.Lock()
+		text, changed := tr.buf.String(), tr.changed
+		tr.mu.Unlock()
+		if strings.Contains(text, line+"\n") {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Errorf("transcript lacks %q:\n%s", line, text)
+			return
+		}
+	}
+}
+
+// stderrLog is a slog handler that writes a subprocess's stderr, which
+// transport.Process logs line by line at debug level, to a transcript.
+type stderrLog struct{ tr *transcript }
+
+func (s stderrLog) Enabled(context.Context, slog.Level) bool { return true }
+func (s stderrLog) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s stderrLog) WithGroup(string) slog.Handler            { return s }
+func (s stderrLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "server stderr" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			s.tr.Write([]byte(a.Value.String() + "\n"))
+		}
+		return true
+	})
+	return nil
+}
+
+// TestStdio runs the built command as a subprocess of a session, through
+// the scenario, then closes the session: the room exits on its own when
+// its stdin closes.
+func TestStdio(t *testing.T) {
+	bin := buildChatroom(t)
+	script := filepath.Join(t.TempDir(), "scenario.script")
+	if err := os.WriteFile(script, []byte(scenarioScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr := newTranscript()
+	var proc *transport.Process
+	h := newTestHost(t)
+	sess := h.connect(func(context.Context) (transport.Stream, error) {
+		p, err := transport.Spawn(transport.Command{Argv: []string{bin, "-script", script}},
+			transport.StdioOptions{Logger: slog.New(stderrLog{stderr}), StopWait: waitFor})
+		proc = p
+		return p, err
+	})
+	runScenario(t, h, sess, stderr)
+	sess.Close()
+	select {
+	case <-proc.Exited():
+	case <-time.After(waitFor):
+		t.Fatal("the chatroom did not exit")
+	}
+	if info := proc.CloseInfo(); info.ExitCode != 0 || info.Signal != "" {
+		t.Errorf("exit %d, signal %q: want a clean exit when stdin closed; stderr:\n%s", info.ExitCode, info.Signal, stderr)
+	}
+}
+
+// TestWebSocket serves the room over WebSocket on 127.0.0.1 and runs the
+// scenario through a session that dials it.
+func TestWebSocket(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader(scenarioScript), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript()
+	srv := httptest.NewServer(NewRoom(posts, 1, false, tr, quietLog).Server("test"))
+	defer srv.Close()
+	h := newTestHost(t)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	sess := h.connect(func(ctx context.Context) (transport.Stream, error) {
+		return transport.DialWebSocket(ctx, url, transport.WebSocketOptions{Logger: quietLog})
+	})
+	defer sess.Close()
+	runScenario(t, h, sess, tr)
+}

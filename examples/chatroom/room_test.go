@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/transport"
+)
+
+// TestRoomSchedule runs the room and a session in one synctest bubble, over
+// an in-memory pipe, so the schedule runs on the fake clock: each message
+// reaches the host at its scripted time (here at speed 2), and only while
+// its channel is open.
+func TestRoomSchedule(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader(`
++5s #general alice: a
++10s #dev bob @agent: b
++50s #dev bob: c
++10s #general carol: d
+`), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		hostEnd, roomEnd := transport.Pipe(0)
+		s := NewRoom(posts, 2, false, io.Discard, quietLog).Server("test")
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(context.Background(), roomEnd) }()
+		h := newTestHost(t)
+		sess := h.connect(func(context.Context) (transport.Stream, error) { return hostEnd, nil })
+		ctx := context.Background()
+
+		// At 3s (#general's "a" came at 2.5s) the host opens #dev: "b"
+		// comes at 7.5s. At 20s it closes #dev: "c", at 32.5s, is not
+		// delivered; "d" at 37.5s is.
+		time.Sleep(3 * time.Second)
+		if err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:#dev"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(17 * time.Second)
+		if err := sess.Call(ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chatroom:#dev"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		h.mu.Lock()
+		var got []string
+		for _, m := range h.incoming {
+			at, err := time.Parse(time.RFC3339Nano, m.Timestamp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s %s@%s", m.ChannelID, blocksText(m.Content), at.Sub(start)))
+		}
+		h.mu.Unlock()
+		want := []string{"chatroom:#general a@2.5s", "chatroom:#dev @agent b@7.5s", "chatroom:#general d@37.5s"}
+		if !slices.Equal(got, want) {
+			t.Errorf("incoming:\ngot  %v\nwant %v", got, want)
+		}
+		sess.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	})
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Post is one line of a script: after Delay (since the previous post),
+// Author says Text in Channel ("#general"); Mention marks a message that
+// addresses the agent.
+type Post struct {
+	Delay   time.Duration
+	Channel string
+	Author  string
+	Mention bool
+	Text    string
+	Line    int // in the script, for messages about it
+}
+
+// postLine is "+DELAY #CHANNEL AUTHOR[ @agent]: TEXT".
+var postLine = regexp.MustCompile(`^\+(\S+)\s+(#[A-Za-z0-9_-]+)\s+([A-Za-z0-9_.-]+)(\s+@agent)?:\s*(.*)$`)
+
+// ParseScript reads a script (README.md describes the format). Every
+// channel must be one of channels. An error names the line.
+func ParseScript(r io.Reader, channels []string) ([]Post, error) {
+	var posts []Post
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue // blank, or a comment
+		}
+		m := postLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("line %d: %q is not \"+DELAY #channel author[ @agent]: text\"", n, line)
+		}
+		d, err := time.ParseDuration(m[1])
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("line %d: delay %q is not a duration such as 2s or 1m30s", n, m[1])
+		}
+		if !slices.Contains(channels, m[2]) {
+			return nil, fmt.Errorf("line %d: there is no channel %s; the channels are %s", n, m[2], strings.Join(channels, ", "))
+		}
+		if strings.TrimSpace(m[5]) == "" {
+			return nil, fmt.Errorf("line %d: the message is empty", n)
+		}
+		posts = append(posts, Post{Delay: d, Channel: m[2], Author: m[3], Mention: m[4] != "", Text: strings.TrimSpace(m[5]), Line: n})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(posts) == 0 {
+		return nil, fmt.Errorf("the script has no posts")
+	}
+	return posts, nil
+}
+
+// Play calls post for each post when its time comes: each post's Delay,
+// divided by speed, after the previous one. With loop it starts over after
+// the last post (unless the script takes no time at all, which would spin);
+// otherwise it returns then. It returns early when ctx ends. It owns no
+// goroutine: post runs on the caller's.
+func Play(ctx context.Context, posts []Post, speed float64, loop bool, post func(Post)) {
+	var total time.Duration
+	for _, p := range posts {
+		total += p.Delay
+	}
+	loop = loop && total > 0
+	for {
+		for _, p := range posts {
+			if d := time.Duration(float64(p.Delay) / speed); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			post(p)
+		}
+		if !loop {
+			return
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseScript(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader(`
+# a comment
++2s #general alice: hello everyone
+   +1m30s   #dev   bob @agent:   can you review PR 12?  
+
++0s #random carol.b: a: colon inside
+`), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Post{
+		{Delay: 2 * time.Second, Channel: "#general", Author: "alice", Text: "hello everyone", Line: 3},
+		{Delay: 90 * time.Second, Channel: "#dev", Author: "bob", Mention: true, Text: "can you review PR 12?", Line: 4},
+		{Delay: 0, Channel: "#random", Author: "carol.b", Text: "a: colon inside", Line: 6},
+	}
+	if diff := cmp.Diff(want, posts); diff != "" {
+		t.Errorf("posts (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseScriptErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"+2s #general alice hello", `line 1: "+2s #general alice hello" is not`},
+		{"2s #general alice: hello", "line 1: "},
+		{"# only a comment\n+soon #general alice: hi", `line 2: delay "soon" is not a duration`},
+		{"+-1s #general alice: hi", `delay "-1s"`},
+		{"+1s #ops alice: hi", "line 1: there is no channel #ops; the channels are #general, #random, #dev"},
+		{"+1s #general alice:   ", "line 1: the message is empty"},
+		{"+1s #general alice @bob: hi", "is not"},
+		{"# nothing\n\n", "the script has no posts"},
+	} {
+		_, err := ParseScript(strings.NewReader(tc.in), Channels)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseScript(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestDefaultScript(t *testing.T) {
+	posts, err := ParseScript(bytes.NewReader(defaultScript), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mentions, byChannel := 0, map[string]int{}
+	for _, p := range posts {
+		byChannel[p.Channel]++
+		if p.Mention {
+			mentions++
+		}
+	}
+	// The demo needs each channel to speak, some messages to address the
+	// agent, and #general (open from the start) to address it early.
+	if len(byChannel) != len(Channels) || mentions < 3 || mentions == len(posts) {
+		t.Errorf("default script: %d posts by channel %v, %d mentions", len(posts), byChannel, mentions)
+	}
+	for _, p := range posts {
+		if p.Channel == "#general" && p.Mention {
+			break
+		}
+		if p.Mention {
+			t.Errorf("the first mention is in %s, not #general, which a host has open first", p.Channel)
+			break
+		}
+	}
+}
+
+// TestPlaySchedule runs the schedule on synctest's clock: each post comes
+// its delay, divided by speed, after the one before.
+func TestPlaySchedule(t *testing.T) {
+	posts := []Post{
+		{Delay: 2 * time.Second, Text: "a"},
+		{Delay: 0, Text: "b"},
+		{Delay: 5 * time.Second, Text: "c"},
+	}
+	for _, tc := range []struct {
+		name  string
+		speed float64
+		loop  bool
+		stop  time.Duration // the context's deadline; 0 for none
+		want  []string
+	}{
+		{"real time", 1, false, 0, []string{"a@2s", "b@2s", "c@7s"}},
+		{"twice as fast", 2, false, 0, []string{"a@1s", "b@1s", "c@3.5s"}},
+		{"looping until ctx ends", 1, true, 16 * time.Second, []string{"a@2s", "b@2s", "c@7s", "a@9s", "b@9s", "c@14s", "a@16s", "b@16s"}},
+		{"ctx ends mid-script", 1, false, 3 * time.Second, []string{"a@2s", "b@2s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				if tc.stop > 0 {
+					var cancel context.CancelFunc
+					// A hair past the deadline of the last post it allows.
+					ctx, cancel = context.WithTimeout(ctx, tc.stop+time.Millisecond)
+					defer cancel()
+				}
+				start := time.Now()
+				var got []string
+				Play(ctx, posts, tc.speed, tc.loop, func(p Post) {
+					got = append(got, p.Text+"@"+time.Since(start).String())
+				})
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("posts (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestPlayLoopWithoutTime: a looping script that takes no time plays once
+// rather than spinning.
+func TestPlayLoopWithoutTime(t *testing.T) {
+	n := 0
+	Play(context.Background(), []Post{{Text: "a"}, {Text: "b"}}, 1, true, func(Post) { n++ })
+	if n != 2 {
+		t.Errorf("played %d posts, want 2", n)
+	}
+}
