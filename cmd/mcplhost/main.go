@@ -2,6 +2,7 @@
 //
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
+//	mcplhost check --config FILE                  validate a configuration file
 //
 // Exit status: 0 for success, 1 for a failure the command reports, 2 for a
 // usage error.
@@ -21,6 +22,7 @@ const usage = `usage: mcplhost <command> [flags]
 
 commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
+  check    validate a configuration file (--config FILE)
 
 Run 'mcplhost <command> -h' for a command's flags.
 `
@@ -40,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "probe":
 		return runProbe(args[1:], stdout, stderr)
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
