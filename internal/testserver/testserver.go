@@ -94,6 +94,7 @@ type Server struct {
 	cfg      Config
 	s        transport.Stream
 	peer     *wire.Peer
+	peerSet  chan struct{} // closed once peer is set
 	requests atomic.Int64
 
 	mu       sync.Mutex
@@ -115,7 +116,7 @@ func Serve(s transport.Stream, cfg Config) {
 	if cfg.Exit == nil {
 		cfg.Exit = os.Exit
 	}
-	srv := &Server{cfg: cfg, s: s}
+	srv := &Server{cfg: cfg, s: s, peerSet: make(chan struct{})}
 	for _, line := range cfg.Banner {
 		s.Write(context.Background(), []byte(line))
 	}
@@ -124,10 +125,12 @@ func Serve(s transport.Stream, cfg Config) {
 		Handler: wire.HandlerFunc(srv.serve),
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
+	close(srv.peerSet)
 	<-srv.peer.Done()
 }
 
 func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
+	<-srv.peerSet // the handler may use srv.peer, which NewPeer's return sets
 	if !req.IsNotification() {
 		n := srv.requests.Add(1)
 		if srv.cfg.CrashAfter > 0 && n >= int64(srv.cfg.CrashAfter) {
