@@ -59,6 +59,11 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcplhost probe: %v\n", dialErr)
 		return exitFail
 	}
+	if errors.Is(err, session.ErrRefusedClose) {
+		reason := strings.TrimPrefix(err.Error(), session.ErrRefusedClose.Error()+": ")
+		fmt.Fprintf(stderr, "mcplhost probe: policy: refused (fallback close), so the connection is closed: %s\n", reason)
+		return exitFail
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mcplhost probe: the handshake failed: %s\n", handshakeError(err))
 		return exitFail
