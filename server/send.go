@@ -265,6 +265,9 @@ func (c *Conn) PushEvent(ctx context.Context, ev Event) (PushResult, error) {
 	if ev.FeatureSet == "" {
 		return res, fmt.Errorf("server: %s not sent: an event must name its feature set (SPEC §6.5)", method)
 	}
+	if !slices.ContainsFunc(c.s.opts.FeatureSets, func(fs FeatureSet) bool { return fs.Name == ev.FeatureSet }) {
+		return res, fmt.Errorf("server: %s not sent: feature set %q is not declared in Options.FeatureSets", method, ev.FeatureSet)
+	}
 	if err := c.allow(method, "pushEvents", ev.FeatureSet); err != nil {
 		return res, err
 	}

@@ -184,8 +184,9 @@ var ErrRefusedClose = errors.New("server: refused the host's policy with fallbac
 // it. It returns nil when the host ended the connection cleanly (end of
 // stream) or Conn.Close ended it, ctx's error when ctx ended first,
 // ErrServerClosed after Close, ErrRefusedClose after a refusal naming
-// fallback "close", or the transport's error. Before returning it waits for the connection's
-// OnConnect and tool calls to return; their ctx has ended by then.
+// fallback "close", or the transport's error. Before returning it waits for
+// the connection's OnConnect and tool calls to return; their ctx has ended
+// by then.
 func (s *Server) Serve(ctx context.Context, st transport.Stream) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)

@@ -34,7 +34,8 @@ type Tool struct {
 //
 // Each call runs in a goroutine of its own, so calls run concurrently with
 // each other and with the connection's other messages. ctx ends when the
-// connection does, and carries the Conn (ConnFromContext).
+// connection does, and carries the Conn (ConnFromContext); MCP's
+// notifications/cancelled is not acted on.
 type ToolHandler func(ctx context.Context, args json.RawMessage) (protocol.CallToolResult, error)
 
 type tool struct {
