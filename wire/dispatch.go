@@ -220,9 +220,9 @@ func (q *inbox) init(max int) {
 
 func (q *inbox) push(r *Request) bool {
 	q.mu.Lock()
-	if q.closed || len(q.items) >= q.max {
+	if closed := q.closed; closed || len(q.items) >= q.max {
 		q.mu.Unlock()
-		return q.closed // a closed queue swallows quietly
+		return closed // a closed queue swallows quietly
 	}
 	q.items = append(q.items, r)
 	q.mu.Unlock()
