@@ -88,6 +88,9 @@ func (s *Session) connect(ctx context.Context) error {
 	c.settle(st.Grant, why)
 	s.wg.Add(1)
 	go s.watch(c)
+	if s.cfg.OnConnect != nil {
+		s.cfg.OnConnect(s)
+	}
 	return nil
 }
 
@@ -271,6 +274,9 @@ func (s *Session) watch(c *conn) {
 		attrs = append(attrs, slog.String("cause", err.Error()))
 	}
 	s.log.Warn("the connection to the server closed", attrs...)
+	if s.cfg.OnDisconnect != nil {
+		s.cfg.OnDisconnect(s, recon)
+	}
 	if recon {
 		s.redialLoop()
 	}

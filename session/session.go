@@ -50,6 +50,13 @@ type Config struct {
 	// OnInbound, if set, is told of every privileged method the server
 	// sends, admitted or not, as it is decided. It must not block.
 	OnInbound func(Inbound)
+	// OnConnect, if set, is called after each connection's policy exchange
+	// has settled (the first connect and every reconnect), from the
+	// goroutine that connected. The session is ready for calls then.
+	OnConnect func(*Session)
+	// OnDisconnect, if set, is called when a connection ends other than by
+	// Close, with whether the session will reconnect.
+	OnDisconnect func(s *Session, willReconnect bool)
 	// Logger receives operator detail; nil means slog.Default().
 	Logger *slog.Logger
 	// ClientName is the clientInfo name (default "mcplhost").

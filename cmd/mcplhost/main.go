@@ -3,6 +3,7 @@
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
 //	mcplhost check --config FILE                  validate a configuration file
+//	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //
 // Exit status: 0 for success, 1 for a failure the command reports, 2 for a
 // usage error.
@@ -23,6 +24,7 @@ const usage = `usage: mcplhost <command> [flags]
 commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
   check    validate a configuration file (--config FILE)
+  call     start a host from a configuration file and call one tool
 
 Run 'mcplhost <command> -h' for a command's flags.
 `
@@ -44,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runProbe(args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "call":
+		return runCall(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

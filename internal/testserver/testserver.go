@@ -68,6 +68,10 @@ type Config struct {
 	// notifications/initialized arrives, before the policy exchange; each
 	// answer is kept for the "policy" tool to report.
 	Early []string
+	// HoldInitialize, if set, is a FIFO the server opens for reading
+	// before it answers initialize: the answer waits until a test opens it
+	// for writing.
+	HoldInitialize string
 	// Exit is how the process leaves (os.Exit in the program); tests in
 	// process may replace it.
 	Exit func(code int)
@@ -140,6 +144,11 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 	}
 	switch req.Method {
 	case protocol.MethodInitialize:
+		if srv.cfg.HoldInitialize != "" {
+			if f, err := os.Open(srv.cfg.HoldInitialize); err == nil {
+				f.Close()
+			}
+		}
 		res := map[string]any{"capabilities": srv.capabilities()}
 		if !srv.cfg.NoServerInfo {
 			res["protocolVersion"] = protocol.ProtocolVersion

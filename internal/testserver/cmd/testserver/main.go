@@ -41,6 +41,7 @@ func main() {
 	var early lines
 	flag.StringVar(&cfg.Policy, "policy", "accept", "how to answer featureSets/update: accept, degrade, refuse, refuse-close, method-not-found, error, ignore")
 	flag.Var(&early, "early", "a method to send the host right after initialized, before policy (repeatable)")
+	flag.StringVar(&cfg.HoldInitialize, "hold-initialize", "", "a FIFO to open before answering initialize (held until a test opens it for writing)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
 	flag.StringVar(&listen, "listen", "", "serve WebSocket on this address (127.0.0.1:0) instead of stdio")
 	flag.BoolVar(&rawEcho, "raw-echo", false, "copy each stdin line to stdout unchanged (benchmark floor)")

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/host"
+)
+
+const callUsage = `usage: mcplhost call --config FILE [--wait D] [-v] TOOL JSON
+
+Starts the host from a configuration file, waits up to D (default 10s; 0 does
+not wait) for its servers' connects to settle, calls TOOL with the JSON
+arguments through the same path an agent's call takes, prints "ok" and the
+result or "error: " and what a caller reads, and shuts down.
+
+Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
+configuration errors.
+`
+
+func runCall(args []string, stdout, stderr io.Writer) int {
+	var (
+		cfgPath string
+		wait    = 10 * time.Second
+		verbose bool
+		rest    []string
+	)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		next := func() (string, bool) {
+			if hasVal {
+				return val, true
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i], true
+			}
+			return "", false
+		}
+		switch name {
+		case "config":
+			v, ok := next()
+			if !ok {
+				return callUsageError(stderr, "--config needs a file")
+			}
+			cfgPath = v
+		case "wait":
+			v, ok := next()
+			d, err := time.ParseDuration(v)
+			if !ok || err != nil || d < 0 {
+				return callUsageError(stderr, fmt.Sprintf("--wait %q is not a duration of 0 or more (write it like 10s)", v))
+			}
+			wait = d
+		case "v", "verbose":
+			verbose = true
+		case "h", "help":
+			fmt.Fprint(stdout, callUsage)
+			return exitOK
+		default:
+			return callUsageError(stderr, "unknown flag "+a)
+		}
+	}
+	if cfgPath == "" {
+		return callUsageError(stderr, "--config FILE is required")
+	}
+	if len(rest) != 2 {
+		return callUsageError(stderr, "give the tool and its JSON arguments: TOOL JSON")
+	}
+	tool, rawArgs := rest[0], json.RawMessage(rest[1])
+	if !json.Valid(rawArgs) {
+		return callUsageError(stderr, fmt.Sprintf("the arguments are not valid JSON: %s", rawArgs))
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stderr, p.String())
+			}
+		} else {
+			fmt.Fprintf(stderr, "mcplhost call: %v\n", err)
+		}
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	h := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
+	defer h.Close()
+	h.Start(cfg)
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-h.Settled():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	res, err := h.CallTool(context.Background(), tool, rawArgs)
+	if err != nil {
+		fmt.Fprintf(stdout, "error: %s\n", err.Error())
+		return exitFail
+	}
+	fmt.Fprintln(stdout, "ok")
+	if text := res.Text(); text != "" || len(res.Content) == 0 {
+		fmt.Fprintln(stdout, text)
+	} else {
+		b, _ := json.Marshal(res.Content)
+		fmt.Fprintln(stdout, string(b))
+	}
+	return exitOK
+}
+
+func callUsageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "mcplhost call: %s\n\n%s", msg, callUsage)
+	return exitUsage
+}

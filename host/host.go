@@ -1,0 +1,373 @@
+// Package host is the composition root: it connects the configured
+// servers, keeps the registry of live sessions, names their tools
+// "<prefix>--<tool>", and runs every tool call — the model's, a script's,
+// an operator's — through one path, whose refusals and failures are the
+// texts in texts.go and package wire.
+//
+// The registry holds a server once its handshake is done. While a connect
+// is in flight (at start, at runtime or in a restart) its id is marked: a
+// call to its tools reads the "connecting" text, and another connect,
+// restart or disconnect of that id is refused before it changes anything.
+// A server whose connection ends with no reconnect to come leaves the
+// registry; one that is reconnecting stays, and its calls fail as not sent,
+// saying so.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// Options tunes a Host.
+type Options struct {
+	// Logger receives operator detail; nil means slog.Default().
+	Logger *slog.Logger
+	// LookupEnv reads environment variables (a server's token); nil means
+	// os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Host runs a set of servers.
+type Host struct {
+	log    *slog.Logger
+	lookup func(string) (string, bool)
+
+	mu         sync.Mutex
+	servers    map[string]*server // the registry: handshake done
+	connecting map[string]bool    // a connect is in flight
+	prefixes   map[string]string  // id -> tool prefix, for registered and connecting ids
+	order      []string           // ids in the order they were configured or connected
+	closed     bool
+
+	startWG  sync.WaitGroup
+	settled  chan struct{}
+	bg       sync.WaitGroup // background work: tool refreshes
+	ctx      context.Context
+	cancel   context.CancelFunc
+	settleOn sync.Once
+}
+
+// server is one registered server.
+type server struct {
+	cfg           config.Server
+	sess          *session.Session // set once, before the server is registered
+	refresh       refresher
+	connectedOnce atomic.Bool
+
+	mu    sync.Mutex
+	tools []protocol.Tool // as listed, filtered by the tool policy
+}
+
+// New returns a host with no servers connected.
+func New(opts Options) *Host {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	h := &Host{
+		log:        log,
+		lookup:     lookup,
+		servers:    map[string]*server{},
+		connecting: map[string]bool{},
+		prefixes:   map[string]string{},
+		settled:    make(chan struct{}),
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// Start connects every server in cfg, concurrently, and returns at once.
+// A server that fails to connect is logged (with reconnect on, its session
+// keeps trying in the background) while the others come up. Settled is
+// closed once every one of these connects has finished, either way.
+func (h *Host) Start(cfg *config.Config) {
+	for _, s := range cfg.Servers {
+		// Mark each id before returning, so a call made at once reads
+		// that its server is connecting rather than unknown.
+		h.mu.Lock()
+		err := h.admitLocked(s, "")
+		if err == nil {
+			h.markLocked(s)
+		}
+		h.mu.Unlock()
+		if err != nil {
+			h.log.Error("server not connected", "server", s.ID, "error", err.Error())
+			continue
+		}
+		h.startWG.Add(1)
+		go func() {
+			defer h.startWG.Done()
+			if err := h.connectMarked(h.ctx, s); err != nil && h.ctx.Err() == nil {
+				h.log.Error("server failed to connect", "server", s.ID, "error", err.Error())
+			}
+		}()
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		h.startWG.Wait()
+		h.settleOn.Do(func() { close(h.settled) })
+	}()
+}
+
+// Settled is closed when the connects Start began have all finished.
+func (h *Host) Settled() <-chan struct{} { return h.settled }
+
+// ConnectInFlightError refuses a connect, restart or disconnect of a server
+// whose connect is in flight.
+type ConnectInFlightError struct{ ID string }
+
+func (e *ConnectInFlightError) Error() string { return textConnectInFlight(e.ID) }
+
+// Connect connects one server and adds it to the registry. It refuses an
+// id that is registered or has a connect in flight, and a tool prefix that
+// meets another server's, before it changes anything.
+func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
+	h.mu.Lock()
+	if err := h.admitLocked(cfg, ""); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	h.markLocked(cfg)
+	h.mu.Unlock()
+	return h.connectMarked(ctx, cfg)
+}
+
+// admitLocked checks that cfg may be connected. replacing names the id a
+// restart replaces, which does not count against it.
+func (h *Host) admitLocked(cfg config.Server, replacing string) error {
+	switch {
+	case h.closed:
+		return errors.New("host: closed")
+	case h.connecting[cfg.ID]:
+		return &ConnectInFlightError{ID: cfg.ID}
+	case cfg.ID != replacing && h.servers[cfg.ID] != nil:
+		return fmt.Errorf("MCPL server %q is already connected", cfg.ID)
+	}
+	var existing []config.PrefixOwner
+	for id, p := range h.prefixes {
+		if id != cfg.ID {
+			existing = append(existing, config.PrefixOwner{ID: id, Prefix: p})
+		}
+	}
+	return config.CheckPrefix(cfg.ID, cfg.ToolPrefix, existing)
+}
+
+func (h *Host) markLocked(cfg config.Server) {
+	h.connecting[cfg.ID] = true
+	h.prefixes[cfg.ID] = cfg.ToolPrefix
+	if !contains(h.order, cfg.ID) {
+		h.order = append(h.order, cfg.ID)
+	}
+}
+
+// connectMarked connects a server whose id is marked as connecting, and
+// clears the mark either way.
+func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
+	srv := &server{cfg: cfg}
+	sess, err := session.Connect(ctx, h.sessionConfig(srv))
+	h.mu.Lock()
+	delete(h.connecting, cfg.ID)
+	if err != nil || h.closed {
+		delete(h.prefixes, cfg.ID)
+		h.order = remove(h.order, cfg.ID)
+		closed := h.closed
+		h.mu.Unlock()
+		if err == nil && closed {
+			sess.Close()
+			return errors.New("host: closed")
+		}
+		return err
+	}
+	srv.sess = sess
+	h.servers[cfg.ID] = srv
+	h.mu.Unlock()
+	// The first listing is done before Connect returns, so the server's
+	// tools are there for the next call.
+	h.refreshNow(srv, sess)
+	return nil
+}
+
+func (h *Host) sessionConfig(srv *server) session.Config {
+	cfg := srv.cfg
+	return session.Config{
+		ID:             cfg.ID,
+		Dial:           func(ctx context.Context) (transport.Stream, error) { return h.dial(ctx, cfg) },
+		Policy:         cfg.GrantPolicy(),
+		RequestTimeout: cfg.RequestTimeout,
+		Reconnect:      cfg.ReconnectConfig(),
+		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(srv, req) }),
+		Logger:         h.log,
+		OnConnect: func(s *session.Session) {
+			// A reconnect lists the tools again; the first connect lists
+			// them itself, once the server is registered.
+			if !srv.connectedOnce.CompareAndSwap(false, true) {
+				h.refreshLater(srv, s)
+			}
+		},
+		OnDisconnect: func(s *session.Session, willReconnect bool) {
+			if !willReconnect {
+				h.dropIfCurrent(srv)
+			}
+		},
+	}
+}
+
+// dial opens a server's stream: its process, or its WebSocket.
+func (h *Host) dial(ctx context.Context, cfg config.Server) (transport.Stream, error) {
+	if cfg.URL == "" {
+		return transport.Spawn(cfg.Command(), transport.StdioOptions{Logger: h.log.With("server", cfg.ID)})
+	}
+	opts := transport.WebSocketOptions{Logger: h.log.With("server", cfg.ID)}
+	if cfg.TokenEnv != "" {
+		tok, err := cfg.Token(h.lookup)
+		if err != nil {
+			return nil, err
+		}
+		opts.Token = tok
+	}
+	return transport.DialWebSocket(ctx, cfg.URL, opts)
+}
+
+// dropIfCurrent removes a server whose connection ended for good, if it is
+// still the registered one.
+func (h *Host) dropIfCurrent(srv *server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.servers[srv.cfg.ID] == srv {
+		delete(h.servers, srv.cfg.ID)
+		delete(h.prefixes, srv.cfg.ID)
+		h.order = remove(h.order, srv.cfg.ID)
+		h.log.Info("server left the registry: its connection ended and it will not reconnect", "server", srv.cfg.ID)
+	}
+}
+
+// Restart disconnects a server and connects it again, with newCfg when not
+// nil. Calls to its tools meanwhile read the "connecting" text, never that
+// it is gone.
+func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) error {
+	h.mu.Lock()
+	if h.connecting[id] {
+		h.mu.Unlock()
+		return &ConnectInFlightError{ID: id}
+	}
+	old := h.servers[id]
+	if old == nil {
+		h.mu.Unlock()
+		return fmt.Errorf("MCPL server %q is not connected", id)
+	}
+	cfg := old.cfg
+	if newCfg != nil {
+		cfg = *newCfg
+		if cfg.ID != id {
+			h.mu.Unlock()
+			return fmt.Errorf("a restart of %q cannot change its id to %q", id, cfg.ID)
+		}
+	}
+	if err := h.admitLocked(cfg, id); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	delete(h.servers, id)
+	h.markLocked(cfg)
+	h.mu.Unlock()
+	old.sess.Close()
+	return h.connectMarked(ctx, cfg)
+}
+
+// Disconnect closes a server and removes it from the registry.
+func (h *Host) Disconnect(id string) error {
+	h.mu.Lock()
+	if h.connecting[id] {
+		h.mu.Unlock()
+		return &ConnectInFlightError{ID: id}
+	}
+	srv := h.servers[id]
+	if srv == nil {
+		h.mu.Unlock()
+		return fmt.Errorf("MCPL server %q is not connected", id)
+	}
+	delete(h.servers, id)
+	delete(h.prefixes, id)
+	h.order = remove(h.order, id)
+	h.mu.Unlock()
+	return srv.sess.Close()
+}
+
+// Close closes every server and waits for the host's goroutines.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	servers := make([]*server, 0, len(h.servers))
+	for _, s := range h.servers {
+		servers = append(servers, s)
+	}
+	h.servers = map[string]*server{}
+	h.mu.Unlock()
+	h.cancel()
+	h.startWG.Wait()
+	for _, s := range servers {
+		s.sess.Close()
+	}
+	h.bg.Wait()
+	return nil
+}
+
+// Session returns a registered server's session.
+func (h *Host) Session(id string) (*session.Session, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	srv := h.servers[id]
+	if srv == nil {
+		return nil, false
+	}
+	return srv.sess, true
+}
+
+// serveInbound answers what a server sends that the session passes on.
+func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
+	if req.Method == protocol.MethodToolsListChanged {
+		h.mu.Lock()
+		sess := srv.sess
+		h.mu.Unlock()
+		if sess != nil {
+			h.refreshLater(srv, sess)
+		}
+		return nil, nil
+	}
+	return nil, wire.ErrMethodNotFound
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func remove(l []string, s string) []string {
+	out := l[:0]
+	for _, x := range l {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// Tool is a server's tool as callers see it.
+type Tool struct {
+	// Name is what callers call: "<prefix>--<tool>".
+	Name string
+	// Server is the id of the server that provides it.
+	Server string
+	// Def is the server's own definition (its Name unprefixed).
+	Def protocol.Tool
+}
+
+// Tools lists every registered server's tools, in server order, each
+// server's in the order it listed them. Tools the policy disables are left
+// out.
+func (h *Host) Tools() []Tool {
+	h.mu.Lock()
+	var srvs []*server
+	for _, id := range h.order {
+		if s := h.servers[id]; s != nil {
+			srvs = append(srvs, s)
+		}
+	}
+	h.mu.Unlock()
+	var out []Tool
+	for _, s := range srvs {
+		s.mu.Lock()
+		for _, t := range s.tools {
+			out = append(out, Tool{Name: s.cfg.ToolPrefix + "--" + t.Name, Server: s.cfg.ID, Def: t})
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// maxToolPages bounds tools/list paging against a server whose cursor never
+// ends.
+const maxToolPages = 1000
+
+// refreshNow lists a server's tools, following nextCursor, and keeps those
+// the policy allows. A listing that fails leaves the last one in place and
+// is logged.
+func (h *Host) refreshNow(srv *server, sess *session.Session) {
+	var tools []protocol.Tool
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxToolPages {
+			h.log.Warn("tools/list went on past the page limit; keeping what was listed", "server", srv.cfg.ID, "pages", page)
+			break
+		}
+		var res protocol.ListToolsResult
+		err := sess.Call(h.ctx, protocol.MethodToolsList, protocol.ListToolsParams{Cursor: cursor}, &res,
+			wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
+		if err != nil {
+			h.log.Warn("listing tools failed; the last listing stands", "server", srv.cfg.ID, "error", err.Error())
+			return
+		}
+		tools = append(tools, res.Tools...)
+		if res.NextCursor == "" || seen[res.NextCursor] {
+			break
+		}
+		seen[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+	allowed := tools[:0]
+	for _, t := range tools {
+		if srv.cfg.Tools.Allows(t.Name) {
+			allowed = append(allowed, t)
+		}
+	}
+	srv.mu.Lock()
+	srv.tools = allowed
+	srv.mu.Unlock()
+}
+
+// refreshLater lists a server's tools in the background, coalesced: at most
+// one listing runs and one waits, however many are asked for.
+func (h *Host) refreshLater(srv *server, sess *session.Session) {
+	if !srv.refresh.request() {
+		return
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		for {
+			h.refreshNow(srv, sess)
+			if !srv.refresh.again() {
+				return
+			}
+		}
+	}()
+}
+
+// refresher coalesces tool refreshes.
+type refresher struct {
+	mu      sync.Mutex
+	running bool
+	waiting bool
+}
+
+// request asks for a refresh; it reports whether the caller must start
+// one (none is running).
+func (r *refresher) request() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		r.waiting = true
+		return false
+	}
+	r.running = true
+	return true
+}
+
+// again is called when a refresh ends: it reports whether another was
+// asked for meanwhile (and so must run), else marks none running.
+func (r *refresher) again() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting {
+		r.waiting = false
+		return true
+	}
+	r.running = false
+	return false
+}
+
+// ToolError is a tool call that did not succeed: refused before it ran,
+// failed on the wire, or answered with an error result. Its Error text is
+// what the caller reads.
+type ToolError struct {
+	Text string
+	// Err is the request's failure, when there was one (a *wire.CallError).
+	Err error
+	// Result is the server's error result, when it answered with one.
+	Result *protocol.CallToolResult
+}
+
+func (e *ToolError) Error() string { return e.Text }
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// CallTool calls a tool by the name callers see ("<prefix>--<tool>") with
+// JSON arguments. It is the one path every caller takes. A refusal, a
+// failed request and an error result are each a *ToolError whose text says
+// what happened, whether anything ran, and what works from there.
+func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
+	id, tool, ok := h.resolve(name)
+	if !ok {
+		return protocol.CallToolResult{}, &ToolError{Text: textNoSuchTool(name)}
+	}
+	h.mu.Lock()
+	connecting := h.connecting[id]
+	srv := h.servers[id]
+	h.mu.Unlock()
+	switch {
+	case connecting:
+		return protocol.CallToolResult{}, &ToolError{Text: textServerConnecting(id, name)}
+	case srv == nil:
+		return protocol.CallToolResult{}, &ToolError{Text: textServerGone(id, name)}
+	case !srv.cfg.Tools.Allows(tool):
+		h.log.Info("tool call refused by the tool policy", "server", id, "tool", tool)
+		return protocol.CallToolResult{}, &ToolError{Text: textToolDenied(id, name)}
+	}
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	var res protocol.CallToolResult
+	err := srv.sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: tool, Arguments: args}, &res,
+		wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsCall)))
+	if err != nil {
+		return protocol.CallToolResult{}, &ToolError{Text: err.Error(), Err: err}
+	}
+	if res.IsError {
+		text := res.Text()
+		if strings.TrimSpace(text) == "" {
+			text = textToolErrorNoWords(id, name)
+		}
+		return res, &ToolError{Text: text, Result: &res}
+	}
+	return res, nil
+}
+
+// resolve finds the server whose prefix a tool name carries. Prefixes never
+// meet, so at most one matches.
+func (h *Host) resolve(name string) (id, tool string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]string, 0, len(h.prefixes))
+	for id := range h.prefixes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		p := h.prefixes[id] + "--"
+		if strings.HasPrefix(name, p) && len(name) > len(p) {
+			return id, name[len(p):], true
+		}
+	}
+	return "", "", false
+}
