@@ -47,8 +47,14 @@ type Host struct {
 	servers    map[string]*server // the registry: handshake done
 	connecting map[string]bool    // a connect is in flight
 	prefixes   map[string]string  // id -> tool prefix, for registered and connecting ids
-	order      []string           // ids in the order they were configured or connected
-	closed     bool
+	// gone holds the tool prefixes of servers that were configured or
+	// connected and are no longer in the registry, with nothing to bring
+	// them back, so that a call to one reads that it is gone rather than
+	// that no such tool exists. A connect of the id, or of a prefix that
+	// meets one here, takes it out.
+	gone   map[string]string
+	order  []string // ids in the order they were configured or connected
+	closed bool
 
 	startWG  sync.WaitGroup
 	settled  chan struct{}
@@ -85,6 +91,7 @@ func New(opts Options) *Host {
 		servers:    map[string]*server{},
 		connecting: map[string]bool{},
 		prefixes:   map[string]string{},
+		gone:       map[string]string{},
 		settled:    make(chan struct{}),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -171,6 +178,12 @@ func (h *Host) admitLocked(cfg config.Server, replacing string) error {
 func (h *Host) markLocked(cfg config.Server) {
 	h.connecting[cfg.ID] = true
 	h.prefixes[cfg.ID] = cfg.ToolPrefix
+	delete(h.gone, cfg.ID)
+	for id, p := range h.gone {
+		if config.PrefixesMeet(p, cfg.ToolPrefix) {
+			delete(h.gone, id)
+		}
+	}
 	if !contains(h.order, cfg.ID) {
 		h.order = append(h.order, cfg.ID)
 	}
@@ -184,8 +197,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	h.mu.Lock()
 	delete(h.connecting, cfg.ID)
 	if err != nil || h.closed {
-		delete(h.prefixes, cfg.ID)
-		h.order = remove(h.order, cfg.ID)
+		h.leaveLocked(cfg.ID)
 		closed := h.closed
 		h.mu.Unlock()
 		if err == nil && closed {
@@ -251,10 +263,20 @@ func (h *Host) dropIfCurrent(srv *server) {
 	defer h.mu.Unlock()
 	if h.servers[srv.cfg.ID] == srv {
 		delete(h.servers, srv.cfg.ID)
-		delete(h.prefixes, srv.cfg.ID)
-		h.order = remove(h.order, srv.cfg.ID)
+		h.leaveLocked(srv.cfg.ID)
 		h.log.Info("server left the registry: its connection ended and it will not reconnect", "server", srv.cfg.ID)
 	}
+}
+
+// leaveLocked forgets a server that is no longer registered nor
+// connecting, keeping its prefix in gone so that its calls read that it is
+// gone.
+func (h *Host) leaveLocked(id string) {
+	if p, ok := h.prefixes[id]; ok {
+		h.gone[id] = p
+	}
+	delete(h.prefixes, id)
+	h.order = remove(h.order, id)
 }
 
 // Restart disconnects a server and connects it again, with newCfg when not
@@ -303,8 +325,7 @@ func (h *Host) Disconnect(id string) error {
 		return fmt.Errorf("MCPL server %q is not connected", id)
 	}
 	delete(h.servers, id)
-	delete(h.prefixes, id)
-	h.order = remove(h.order, id)
+	h.leaveLocked(id)
 	h.mu.Unlock()
 	return srv.sess.Close()
 }

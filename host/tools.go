@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -156,15 +157,14 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // failed request and an error result are each a *ToolError whose text says
 // what happened, whether anything ran, and what works from there.
 func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
-	id, tool, ok := h.resolve(name)
-	if !ok {
-		return protocol.CallToolResult{}, &ToolError{Text: textNoSuchTool(name)}
-	}
 	h.mu.Lock()
+	id, tool, ok := h.resolveLocked(name)
 	connecting := h.connecting[id]
 	srv := h.servers[id]
 	h.mu.Unlock()
 	switch {
+	case !ok:
+		return protocol.CallToolResult{}, &ToolError{Text: textNoSuchTool(name)}
 	case connecting:
 		return protocol.CallToolResult{}, &ToolError{Text: textServerConnecting(id, name)}
 	case srv == nil:
@@ -192,18 +192,20 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	return res, nil
 }
 
-// resolve finds the server whose prefix a tool name carries. Prefixes never
-// meet, so at most one matches.
-func (h *Host) resolve(name string) (id, tool string, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ids := make([]string, 0, len(h.prefixes))
-	for id := range h.prefixes {
-		ids = append(ids, id)
+// resolveLocked finds the server whose prefix a tool name carries: among
+// the servers registered or connecting, whose prefixes never meet, so at
+// most one matches; failing that, among those gone.
+func (h *Host) resolveLocked(name string) (id, tool string, ok bool) {
+	if id, tool, ok := match(h.prefixes, name); ok {
+		return id, tool, true
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		p := h.prefixes[id] + "--"
+	return match(h.gone, name)
+}
+
+// match finds the id whose prefix name carries, in id order.
+func match(prefixes map[string]string, name string) (id, tool string, ok bool) {
+	for _, id := range slices.Sorted(maps.Keys(prefixes)) {
+		p := prefixes[id] + "--"
 		if strings.HasPrefix(name, p) && len(name) > len(p) {
 			return id, name[len(p):], true
 		}
