@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -66,10 +65,9 @@ type Host struct {
 
 // server is one registered server.
 type server struct {
-	cfg           config.Server
-	sess          *session.Session // set once, before the server is registered
-	refresh       refresher
-	connectedOnce atomic.Bool
+	cfg     config.Server
+	sess    *session.Session // set once, under Host.mu, as the server is registered
+	refresh refresher
 
 	mu    sync.Mutex
 	tools []protocol.Tool // as listed, filtered by the tool policy
@@ -210,8 +208,11 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	h.servers[cfg.ID] = srv
 	h.mu.Unlock()
 	// The first listing is done before Connect returns, so the server's
-	// tools are there for the next call.
-	h.refreshNow(srv, sess)
+	// tools are there for the next call. A session still retrying its
+	// first connect lists them when it connects (OnConnect).
+	if sess.State().Connected {
+		h.refreshNow(srv, sess)
+	}
 	return nil
 }
 
@@ -226,9 +227,15 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(srv, req) }),
 		Logger:         h.log,
 		OnConnect: func(s *session.Session) {
-			// A reconnect lists the tools again; the first connect lists
-			// them itself, once the server is registered.
-			if !srv.connectedOnce.CompareAndSwap(false, true) {
+			// Every connection lists the tools: until the server is
+			// registered, connectMarked does; after that, this does. The
+			// first connection is not always the first connect's: with
+			// reconnect on, a failed first connect is retried, and the
+			// retry lists them here.
+			h.mu.Lock()
+			registered := srv.sess != nil
+			h.mu.Unlock()
+			if registered {
 				h.refreshLater(srv, s)
 			}
 		},

@@ -74,6 +74,9 @@ func list(argv ...string) string {
 	return string(b)
 }
 
+// testserverBin is the test server's program.
+func testserverBin(t testing.TB) string { return testserver.Binary(t) }
+
 // ts is the command of the test server with flags.
 func ts(t testing.TB, flags ...string) string {
 	return list(append([]string{testserver.Binary(t)}, flags...)...)

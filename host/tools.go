@@ -85,6 +85,7 @@ func (h *Host) refreshNow(srv *server, sess *session.Session) {
 	srv.mu.Lock()
 	srv.tools = allowed
 	srv.mu.Unlock()
+	h.log.Debug("tools listed", "server", srv.cfg.ID, "listed", len(tools), "allowed", len(allowed))
 }
 
 // refreshLater lists a server's tools in the background, coalesced: at most

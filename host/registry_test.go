@@ -1,0 +1,282 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/host"
+)
+
+// TestStartConnectsConcurrently: Start connects every server at once. One
+// whose handshake is held does not hold up the others; one that fails is
+// logged and reads as gone; the held one reads as connecting until it is
+// done, and Settled waits for it.
+func TestStartConnectsConcurrently(t *testing.T) {
+	h, rec := newHost(t)
+	fifo, release := hold(t)
+	h.Start(parse(t, `servers:
+  - id: slow
+    command: `+ts(t, "-hold-initialize", fifo)+`
+  - id: broken
+    command: [/nonexistent/mcpl-server]
+  - id: quick
+    command: `+ts(t, "-mcpl", adMCPL)+`
+`))
+	// slow is first in the file and held: quick comes up all the same.
+	rec.wait(t, logListed, "quick", 1)
+	wantOK(t, h, "quick--echo", `{"text":"up"}`, "up")
+	rec.wait(t, logFailed, "broken", 1)
+	wantRefused(t, h, "broken--echo", `{}`, textGone("broken", "broken--echo"))
+	wantRefused(t, h, "slow--echo", `{}`, textConnecting("slow", "slow--echo"))
+	select {
+	case <-h.Settled():
+		t.Fatal("Settled while a connect is held")
+	default:
+	}
+	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("quick", testserverTools()...)); got != want {
+		t.Errorf("Tools while slow connects = %v, want %v", got, want)
+	}
+
+	release()
+	select {
+	case <-h.Settled():
+	case <-time.After(waitFor):
+		t.Fatal("not settled once every connect was done")
+	}
+	wantOK(t, h, "slow--echo", `{"text":"late"}`, "late")
+	// Tools come in the file's order, whatever order the connects ended in.
+	want := append(prefixed("slow", testserverTools()...), prefixed("quick", testserverTools()...)...)
+	if got := toolNames(h); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Tools = %v, want %v", got, want)
+	}
+	for _, tl := range h.Tools() {
+		if tl.Server+"--"+tl.Def.Name != tl.Name {
+			t.Errorf("tool %s: server %q, definition %q", tl.Name, tl.Server, tl.Def.Name)
+		}
+	}
+}
+
+// TestConnectInFlight: while a runtime connect's handshake is held, a call
+// reads "connecting", and another connect, a restart and a disconnect of
+// the id are refused, in the issue's words, before they change anything.
+func TestConnectInFlight(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: other\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	fifo, release := hold(t)
+	sig, started := spawned(t)
+	cfg := server(t, "id: x\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo))
+	done := make(chan error, 1)
+	go func() { done <- h.Connect(context.Background(), cfg) }()
+	started()
+
+	wantRefused(t, h, "x--echo", `{}`, textConnecting("x", "x--echo"))
+	moved := cfg
+	moved.ToolPrefix = "elsewhere"
+	for name, err := range map[string]error{
+		"Connect":               h.Connect(t.Context(), cfg),
+		"Connect, a new prefix": h.Connect(t.Context(), moved),
+		"Restart":               h.Restart(t.Context(), "x", nil),
+		"Restart with a config": h.Restart(t.Context(), "x", &moved),
+		"Disconnect":            h.Disconnect("x"),
+	} {
+		var inFlight *host.ConnectInFlightError
+		if !errors.As(err, &inFlight) || inFlight.ID != "x" || err.Error() != textInFlight("x") {
+			t.Errorf("%s during the connect = %v, want %q", name, err, textInFlight("x"))
+		}
+	}
+	// A prefix the connecting server holds is held against others too.
+	err := h.Connect(t.Context(), server(t, "id: y\ntoolPrefix: x\ncommand: "+ts(t)))
+	var conflict *config.PrefixConflictError
+	if !errors.As(err, &conflict) || conflict.OtherID != "x" || conflict.ID != "y" {
+		t.Errorf("a connect into the connecting server's prefix = %v", err)
+	}
+	// Nothing changed.
+	wantRefused(t, h, "x--echo", `{}`, textConnecting("x", "x--echo"))
+	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("other", testserverTools()...)); got != want {
+		t.Errorf("Tools = %v, want %v", got, want)
+	}
+
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the held connect: %v", err)
+	}
+	wantOK(t, h, "x--echo", `{"text":"in"}`, "in")
+	wantOK(t, h, "other--echo", `{"text":"still"}`, "still")
+	if err := h.Connect(t.Context(), cfg); err == nil || err.Error() != `MCPL server "x" is already connected` {
+		t.Errorf("a connect of a registered id = %v", err)
+	}
+}
+
+// TestRestartWindowReadsConnecting: from the moment a restart begins until
+// its connect is done, calls read "connecting", never "gone"; the restart
+// can change the server's config, and is refused to others meanwhile.
+func TestRestartWindowReadsConnecting(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	fifo, release := hold(t)
+	sig, started := spawned(t)
+	next := server(t, "id: x\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo, "-name", "second")+
+		"\ntools: {disable: [fail]}")
+	done := make(chan error, 1)
+	go func() { done <- h.Restart(context.Background(), "x", &next) }()
+	started()
+	wantRefused(t, h, "x--echo", `{}`, textConnecting("x", "x--echo"))
+	if err := h.Disconnect("x"); err == nil || err.Error() != textInFlight("x") {
+		t.Errorf("Disconnect during the restart = %v", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, h, "x--echo", `{"text":"back"}`, "back")
+	// The new config holds: its policy, and its server.
+	wantRefused(t, h, "x--fail", `{}`, textDenied("x", "x--fail"))
+	s, ok := h.Session("x")
+	if !ok || s.State().Init.ServerInfo == nil || s.State().Init.ServerInfo.Name != "second" {
+		t.Errorf("after the restart the session is %v, %v", ok, s)
+	}
+}
+
+// TestRestartWithACallInFlight: a restart closes the old connection, so a
+// call waiting on it reads that this host closed it before it answered;
+// the restart's own connect is held by the server, and calls meanwhile
+// read "connecting"; then calls reach the new connection.
+func TestRestartWithACallInFlight(t *testing.T) {
+	f := newFake(t, "echo", "hang")
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: r\nurl: "+f.url)); err != nil {
+		t.Fatal(err)
+	}
+	f.nextConn()
+	wantOK(t, h, "r--echo", `{"text":"one"}`, "conn 1: one")
+
+	pending := make(chan error, 1)
+	go func() {
+		_, err := h.CallTool(context.Background(), "r--hang", nil)
+		pending <- err
+	}()
+	if c := <-f.calls; c != 1 {
+		t.Fatalf("hang arrived on connection %d", c)
+	}
+	release := f.holdInitialize(2)
+	restarted := make(chan error, 1)
+	go func() { restarted <- h.Restart(context.Background(), "r", nil) }()
+
+	select {
+	case err := <-pending:
+		if err == nil || err.Error() != textHostClosedPending("r") {
+			t.Fatalf("the call in flight reads %v, want %q", err, textHostClosedPending("r"))
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the call in flight did not end with the restart")
+	}
+	f.nextConn() // the restart's initialize has arrived, and is held
+	wantRefused(t, h, "r--echo", `{}`, textConnecting("r", "r--echo"))
+	release()
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, h, "r--echo", `{"text":"two"}`, "conn 2: two")
+}
+
+// TestRestartRefusals: a restart of an id not registered, one that changes
+// the id, and one into a prefix another server holds are refused, and leave
+// the server as it was.
+func TestRestartRefusals(t *testing.T) {
+	h, _ := newHost(t)
+	for _, id := range []string{"a", "b"} {
+		if err := h.Connect(t.Context(), server(t, "id: "+id+"\ncommand: "+ts(t))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Restart(t.Context(), "nobody", nil); err == nil || err.Error() != `MCPL server "nobody" is not connected` {
+		t.Errorf("Restart of an unknown id = %v", err)
+	}
+	renamed := server(t, "id: c\ncommand: "+ts(t))
+	if err := h.Restart(t.Context(), "a", &renamed); err == nil || err.Error() != `a restart of "a" cannot change its id to "c"` {
+		t.Errorf("Restart that renames = %v", err)
+	}
+	clash := server(t, "id: a\ntoolPrefix: b\ncommand: "+ts(t))
+	err := h.Restart(t.Context(), "a", &clash)
+	var conflict *config.PrefixConflictError
+	if !errors.As(err, &conflict) || conflict.ID != "a" || conflict.OtherID != "b" {
+		t.Errorf("Restart into b's prefix = %v", err)
+	}
+	// a is untouched: same connection, same prefix.
+	wantOK(t, h, "a--count", `{}`, "3")
+	wantOK(t, h, "b--echo", `{"text":"b"}`, "b")
+}
+
+// TestFailedConnects: a connect that fails without reconnect clears the
+// mark (the id can be connected again) and its calls read "gone"; so does
+// a restart whose new connect fails.
+func TestFailedConnects(t *testing.T) {
+	h, _ := newHost(t)
+	bad := server(t, "id: x\ncommand: [/nonexistent/mcpl-server]")
+	if err := h.Connect(t.Context(), bad); err == nil {
+		t.Fatal("a connect to a missing program succeeded")
+	}
+	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
+	// A server that exits before it answers initialize.
+	crash := server(t, "id: x\ncommand: "+ts(t, "-crash-after", "1"))
+	if err := h.Connect(t.Context(), crash); err == nil {
+		t.Fatal("a connect to a server that crashes on initialize succeeded")
+	}
+	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
+
+	good := server(t, "id: x\ncommand: "+ts(t))
+	if err := h.Connect(t.Context(), good); err != nil {
+		t.Fatalf("a connect after failed ones: %v", err)
+	}
+	wantOK(t, h, "x--echo", `{"text":"ok"}`, "ok")
+	if err := h.Restart(t.Context(), "x", &bad); err == nil {
+		t.Fatal("a restart into a missing program succeeded")
+	}
+	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
+	if _, ok := h.Session("x"); ok {
+		t.Error("a failed restart left the server registered")
+	}
+}
+
+// TestReconnectRelists: after a reconnect the host lists the server's
+// tools again; here the server that comes back is another program.
+func TestReconnectRelists(t *testing.T) {
+	h, rec := newHost(t)
+	mark := t.TempDir() + "/second"
+	cmd := list("sh", "-c", `if [ -e "$0" ]; then exec "$2"; fi; : > "$0"; exec "$1"`, mark, testserverBin(t), sdkBinary(t))
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+cmd+"\nreconnect: {enabled: true, initial: 10ms, max: 10ms}")); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, h, "x--exit", `{}`, textClosedPending("x", true))
+	rec.wait(t, logListed, "x", 2)
+	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("x", "add", "shout")); got != want {
+		t.Errorf("Tools after the reconnect = %v, want %v", got, want)
+	}
+	wantOK(t, h, "x--shout", `{"text":"back"}`, "BACK")
+}
+
+// TestFirstConnectFailsThenLists: with reconnect on, a server whose first
+// connect fails stays registered, and when a retry connects, its tools are
+// listed and its calls work.
+func TestFirstConnectFailsThenLists(t *testing.T) {
+	h, rec := newHost(t)
+	mark := t.TempDir() + "/tried"
+	cmd := list("sh", "-c", `if [ -e "$0" ]; then exec "$1"; fi; : > "$0"; exit 1`, mark, testserverBin(t))
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+cmd+"\nreconnect: {enabled: true, initial: 10ms, max: 10ms}")); err != nil {
+		t.Fatalf("a connect that will retry: %v", err)
+	}
+	rec.wait(t, logReconnected, "x", 1)
+	rec.wait(t, logListed, "x", 1)
+	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("x", testserverTools()...)); got != want {
+		t.Errorf("Tools after the retry connected = %v, want %v", got, want)
+	}
+	wantOK(t, h, "x--echo", `{"text":"at last"}`, "at last")
+}
