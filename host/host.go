@@ -55,10 +55,11 @@ type Host struct {
 	order  []string // ids in the order they were configured or connected
 	closed bool
 
-	startWG  sync.WaitGroup
+	startWG  sync.WaitGroup // Start's connects, for Settled
+	inflight sync.WaitGroup // every connect in flight: Start's, Connect's, Restart's
 	settled  chan struct{}
-	bg       sync.WaitGroup // background work: tool refreshes
-	ctx      context.Context
+	bg       sync.WaitGroup  // background work: tool refreshes, Settled's closer
+	ctx      context.Context // ends at Close; every connect and refresh ends with it
 	cancel   context.CancelFunc
 	settleOn sync.Once
 }
@@ -108,13 +109,13 @@ func (h *Host) Start(cfg *config.Config) {
 		err := h.admitLocked(s, "")
 		if err == nil {
 			h.markLocked(s)
+			h.startWG.Add(1)
 		}
 		h.mu.Unlock()
 		if err != nil {
 			h.log.Error("server not connected", "server", s.ID, "error", err.Error())
 			continue
 		}
-		h.startWG.Add(1)
 		go func() {
 			defer h.startWG.Done()
 			if err := h.connectMarked(h.ctx, s); err != nil && h.ctx.Err() == nil {
@@ -122,12 +123,14 @@ func (h *Host) Start(cfg *config.Config) {
 			}
 		}()
 	}
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
+	settle := func() {
 		h.startWG.Wait()
 		h.settleOn.Do(func() { close(h.settled) })
-	}()
+	}
+	if !h.goBackground(settle) {
+		// Closed: Start connected nothing, so nothing is left to settle.
+		settle()
+	}
 }
 
 // Settled is closed when the connects Start began have all finished.
@@ -173,7 +176,10 @@ func (h *Host) admitLocked(cfg config.Server, replacing string) error {
 	return config.CheckPrefix(cfg.ID, cfg.ToolPrefix, existing)
 }
 
+// markLocked marks cfg's id as connecting; the connect that follows must
+// be connectMarked, which clears the mark.
 func (h *Host) markLocked(cfg config.Server) {
+	h.inflight.Add(1)
 	h.connecting[cfg.ID] = true
 	h.prefixes[cfg.ID] = cfg.ToolPrefix
 	delete(h.gone, cfg.ID)
@@ -188,8 +194,12 @@ func (h *Host) markLocked(cfg config.Server) {
 }
 
 // connectMarked connects a server whose id is marked as connecting, and
-// clears the mark either way.
+// clears the mark either way. Close ends it, and waits for it.
 func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
+	defer h.inflight.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
 	srv := &server{cfg: cfg}
 	sess, err := session.Connect(ctx, h.sessionConfig(srv))
 	h.mu.Lock()
@@ -211,7 +221,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	// tools are there for the next call. A session still retrying its
 	// first connect lists them when it connects (OnConnect).
 	if sess.State().Connected {
-		h.refreshNow(srv, sess)
+		h.refreshNow(ctx, srv, sess)
 	}
 	return nil
 }
@@ -337,23 +347,44 @@ func (h *Host) Disconnect(id string) error {
 	return srv.sess.Close()
 }
 
-// Close closes every server and waits for the host's goroutines.
+// Close closes every server, ends the connects in flight, and waits for
+// them and for the host's goroutines. Calls then read that their servers
+// are gone; connects are refused.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
 	servers := make([]*server, 0, len(h.servers))
-	for _, s := range h.servers {
+	for id, s := range h.servers {
 		servers = append(servers, s)
+		h.leaveLocked(id)
 	}
 	h.servers = map[string]*server{}
 	h.mu.Unlock()
 	h.cancel()
-	h.startWG.Wait()
+	// A connect that ends now finds the host closed and closes its own
+	// session.
+	h.inflight.Wait()
 	for _, s := range servers {
 		s.sess.Close()
 	}
 	h.bg.Wait()
 	return nil
+}
+
+// goBackground runs f on a goroutine Close waits for, unless the host is
+// closed; it reports whether it did.
+func (h *Host) goBackground(f func()) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		f()
+	}()
+	return true
 }
 
 // Session returns a registered server's session.

@@ -246,6 +246,36 @@ func TestFailedConnects(t *testing.T) {
 	}
 }
 
+// TestCloseEndsAConnectInFlight: Close ends a runtime connect that is
+// still in flight, and returns only once it has: nothing of it outlives
+// Close. Calls then read "gone", and connects are refused.
+func TestCloseEndsAConnectInFlight(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: live\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	fifo, _ := hold(t)
+	sig, started := spawned(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- h.Connect(context.Background(), server(t, "id: held\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo)))
+	}()
+	started()
+	h.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a connect ended by Close succeeded")
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Close returned with a connect still in flight")
+	}
+	wantRefused(t, h, "live--echo", `{}`, textGone("live", "live--echo"))
+	if err := h.Connect(t.Context(), server(t, "id: late\ncommand: "+ts(t))); err == nil {
+		t.Error("a connect after Close succeeded")
+	}
+}
+
 // TestReconnectRelists: after a reconnect the host lists the server's
 // tools again; here the server that comes back is another program.
 func TestReconnectRelists(t *testing.T) {

@@ -53,7 +53,7 @@ const maxToolPages = 1000
 // refreshNow lists a server's tools, following nextCursor, and keeps those
 // the policy allows. A listing that fails leaves the last one in place and
 // is logged.
-func (h *Host) refreshNow(srv *server, sess *session.Session) {
+func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) {
 	var tools []protocol.Tool
 	seen := map[string]bool{}
 	cursor := ""
@@ -63,7 +63,7 @@ func (h *Host) refreshNow(srv *server, sess *session.Session) {
 			break
 		}
 		var res protocol.ListToolsResult
-		err := sess.Call(h.ctx, protocol.MethodToolsList, protocol.ListToolsParams{Cursor: cursor}, &res,
+		err := sess.Call(ctx, protocol.MethodToolsList, protocol.ListToolsParams{Cursor: cursor}, &res,
 			wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
 		if err != nil {
 			h.log.Warn("listing tools failed; the last listing stands", "server", srv.cfg.ID, "error", err.Error())
@@ -94,16 +94,17 @@ func (h *Host) refreshLater(srv *server, sess *session.Session) {
 	if !srv.refresh.request() {
 		return
 	}
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
+	started := h.goBackground(func() {
 		for {
-			h.refreshNow(srv, sess)
+			h.refreshNow(h.ctx, srv, sess)
 			if !srv.refresh.again() {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		srv.refresh.stop()
+	}
 }
 
 // refresher coalesces tool refreshes.
@@ -137,6 +138,14 @@ func (r *refresher) again() bool {
 	}
 	r.running = false
 	return false
+}
+
+// stop marks no refresh running or waiting: one that was to start did not
+// (the host is closed).
+func (r *refresher) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running, r.waiting = false, false
 }
 
 // ToolError is a tool call that did not succeed: refused before it ran,
