@@ -201,6 +201,10 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)()
 	srv := &server{cfg: cfg}
+	// The first listing, below, counts as a refresh running from now: a
+	// list_changed or a reconnect meanwhile waits for it rather than
+	// listing beside it, where an older listing could land last.
+	srv.refresh.running = true
 	sess, err := session.Connect(ctx, h.sessionConfig(srv))
 	h.mu.Lock()
 	delete(h.connecting, cfg.ID)
@@ -222,6 +226,9 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	// first connect lists them when it connects (OnConnect).
 	if sess.State().Connected {
 		h.refreshNow(ctx, srv, sess)
+	}
+	if srv.refresh.again() {
+		h.refreshLoop(srv, sess)
 	}
 	return nil
 }

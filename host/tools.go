@@ -91,9 +91,14 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 // refreshLater lists a server's tools in the background, coalesced: at most
 // one listing runs and one waits, however many are asked for.
 func (h *Host) refreshLater(srv *server, sess *session.Session) {
-	if !srv.refresh.request() {
-		return
+	if srv.refresh.request() {
+		h.refreshLoop(srv, sess)
 	}
+}
+
+// refreshLoop runs listings in the background for as long as they are
+// asked for. The caller holds the refresher's running mark.
+func (h *Host) refreshLoop(srv *server, sess *session.Session) {
 	started := h.goBackground(func() {
 		for {
 			h.refreshNow(h.ctx, srv, sess)
