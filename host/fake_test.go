@@ -35,6 +35,7 @@ type fake struct {
 	peers     []*wire.Peer
 	holdInit  map[int]chan struct{} // connection number -> closed to answer its initialize
 	holdLists bool
+	dropInit  bool     // answer initialize, then close the connection at once
 	tools     []string // what an unheld tools/list answers
 	listed    int      // tools/list requests received
 	inFlight  int      // tools/list requests not yet answered
@@ -59,7 +60,7 @@ func newFake(t testing.TB, tools ...string) *fake {
 		t:        t,
 		lists:    make(chan *heldList, 16),
 		calls:    make(chan int, 16),
-		conns:    make(chan *fakeConn, 16),
+		conns:    make(chan *fakeConn, 64),
 		holdInit: map[int]chan struct{}{},
 		tools:    tools,
 	}
@@ -118,18 +119,33 @@ func (f *fake) stats() (listed, maxInFlight int) {
 func (f *fake) serve(c *fakeConn, req *wire.Request) (any, error) {
 	switch req.Method {
 	case protocol.MethodInitialize:
-		f.conns <- c
+		select {
+		case f.conns <- c:
+		default: // a test that connects often need not read them all
+		}
 		f.mu.Lock()
 		held := f.holdInit[c.n]
 		f.mu.Unlock()
 		if held != nil {
 			<-held
 		}
-		return map[string]any{
+		res := map[string]any{
 			"protocolVersion": protocol.ProtocolVersion,
 			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 			"serverInfo":      protocol.Implementation{Name: "fake", Version: "1.0.0"},
-		}, nil
+		}
+		f.mu.Lock()
+		drop := f.dropInit
+		f.mu.Unlock()
+		if drop {
+			reply := req.Defer()
+			go func() {
+				reply(res, nil)
+				c.peer.Close()
+			}()
+			return nil, nil
+		}
+		return res, nil
 	case protocol.MethodInitialized:
 		return nil, nil
 	case protocol.MethodToolsList:

@@ -68,6 +68,7 @@ type Host struct {
 type server struct {
 	cfg     config.Server
 	sess    *session.Session // set once, under Host.mu, as the server is registered
+	ended   bool             // under Host.mu: its connection ended with no reconnect to come
 	refresh refresher
 
 	mu    sync.Mutex
@@ -218,6 +219,14 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 		}
 		return err
 	}
+	if srv.ended {
+		// The connection ended for good before the server could be
+		// registered: it would sit in the registry dead.
+		h.leaveLocked(cfg.ID)
+		h.mu.Unlock()
+		sess.Close()
+		return fmt.Errorf("MCPL server %q: the connection ended as soon as it was made", cfg.ID)
+	}
 	srv.sess = sess
 	h.servers[cfg.ID] = srv
 	h.mu.Unlock()
@@ -281,10 +290,14 @@ func (h *Host) dial(ctx context.Context, cfg config.Server) (transport.Stream, e
 }
 
 // dropIfCurrent removes a server whose connection ended for good, if it is
-// still the registered one.
+// still the registered one. Its connection can end before connectMarked
+// has registered it (the session calls OnDisconnect from its own
+// goroutine): then connectMarked does not.
 func (h *Host) dropIfCurrent(srv *server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// One not registered yet is left out by connectMarked.
+	srv.ended = true
 	if h.servers[srv.cfg.ID] == srv {
 		delete(h.servers, srv.cfg.ID)
 		h.leaveLocked(srv.cfg.ID)

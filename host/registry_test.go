@@ -310,3 +310,26 @@ func TestFirstConnectFailsThenLists(t *testing.T) {
 	}
 	wantOK(t, h, "x--echo", `{"text":"at last"}`, "at last")
 }
+
+// TestConnectionEndsAsItConnects: a connection that ends, for good, just
+// as its handshake is done, before the host has registered the server,
+// does not leave a dead server in the registry: either the connect fails,
+// or the server leaves the registry as its connection ends.
+func TestConnectionEndsAsItConnects(t *testing.T) {
+	f := newFake(t)
+	f.mu.Lock()
+	f.dropInit = true
+	f.mu.Unlock()
+	h, rec := newHost(t)
+	for i := range 20 {
+		id := fmt.Sprintf("e%d", i)
+		err := h.Connect(t.Context(), server(t, "id: "+id+"\nurl: "+f.url))
+		if err == nil {
+			rec.wait(t, logLeft, id, 1)
+		}
+		if _, ok := h.Session(id); ok {
+			t.Fatalf("%s: a server whose connection ended is registered", id)
+		}
+		wantRefused(t, h, id+"--echo", `{}`, textGone(id, id+"--echo"))
+	}
+}
