@@ -418,8 +418,17 @@ func (h *Host) Session(id string) (*session.Session, bool) {
 	return srv.sess, true
 }
 
+// methodPing is MCP's ping, which either side may send; package protocol
+// names no constant for it.
+const methodPing = "ping"
+
 // serveInbound answers what a server sends that the session passes on.
 func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
+	if req.Method == methodPing {
+		// MCP: the receiver answers at once with an empty result. A server
+		// that pings to keep its session alive closes one whose ping fails.
+		return struct{}{}, nil
+	}
 	if req.Method == protocol.MethodToolsListChanged {
 		h.mu.Lock()
 		sess := srv.sess

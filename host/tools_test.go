@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -110,4 +111,21 @@ func TestFirstListingCoalesces(t *testing.T) {
 	if listed, most := f.stats(); listed != 2 || most != 1 {
 		t.Errorf("%d tools/list requests, at most %d at once; want 2, 1", listed, most)
 	}
+}
+
+// TestAnswersPing: MCP lets either side ping the other, and the receiver
+// must answer with an empty result; a server that pings to keep its
+// session alive (the official SDK's KeepAlive) closes a session whose ping
+// fails. Other requests the host does not serve are refused as unknown.
+func TestAnswersPing(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, h, "x--send", `{"method":"ping","params":{}}`, `{"result":{}}`)
+	got, err := call(t, h, "x--send", `{"method":"roots/list","params":{}}`)
+	if err != nil || !strings.Contains(got, `"code":-32601`) {
+		t.Errorf("roots/list = %s, %v; want method not found", got, err)
+	}
+	wantOK(t, h, "x--echo", `{"text":"alive"}`, "alive")
 }
