@@ -104,6 +104,7 @@ func New(opts Options) *Host {
 // closed once every one of these connects has finished, either way.
 func (h *Host) Start(cfg *config.Config) {
 	for _, s := range cfg.Servers {
+		s = withDefaults(s)
 		// Mark each id before returning, so a call made at once reads
 		// that its server is connecting rather than unknown.
 		h.mu.Lock()
@@ -147,6 +148,7 @@ func (e *ConnectInFlightError) Error() string { return textConnectInFlight(e.ID)
 // id that is registered or has a connect in flight, and a tool prefix that
 // meets another server's, before it changes anything.
 func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
+	cfg = withDefaults(cfg)
 	h.mu.Lock()
 	if err := h.admitLocked(cfg, ""); err != nil {
 		h.mu.Unlock()
@@ -155,6 +157,15 @@ func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
 	h.markLocked(cfg)
 	h.mu.Unlock()
 	return h.connectMarked(ctx, cfg)
+}
+
+// withDefaults gives a server configured in code what the file's decoder
+// gives one from a file: a tool prefix, which defaults to the id.
+func withDefaults(cfg config.Server) config.Server {
+	if cfg.ToolPrefix == "" {
+		cfg.ToolPrefix = cfg.ID
+	}
+	return cfg
 }
 
 // admitLocked checks that cfg may be connected. replacing names the id a
@@ -332,7 +343,7 @@ func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) er
 	}
 	cfg := old.cfg
 	if newCfg != nil {
-		cfg = *newCfg
+		cfg = withDefaults(*newCfg)
 		if cfg.ID != id {
 			h.mu.Unlock()
 			return fmt.Errorf("a restart of %q cannot change its id to %q", id, cfg.ID)

@@ -93,3 +93,24 @@ func TestPrefixesThatMeetAtRuntime(t *testing.T) {
 		t.Errorf("Tools = %v, want %v", got, want)
 	}
 }
+
+// TestPrefixDefaultsToID: a server configured in code, not from a file,
+// with no tool prefix takes its id, as a file's does.
+func TestPrefixDefaultsToID(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), config.Server{ID: "bare", Argv: []string{testserverBin(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("bare", testserverTools()...)); got != want {
+		t.Errorf("Tools = %v, want %v", got, want)
+	}
+	wantOK(t, h, "bare--echo", `{"text":"named"}`, "named")
+	err := h.Connect(t.Context(), config.Server{ID: "other", Argv: []string{testserverBin(t)}, ToolPrefix: "bare"})
+	if err == nil || !strings.Contains(err.Error(), `"bare" and "other"`) {
+		t.Errorf("a second server on the defaulted prefix: %v", err)
+	}
+	if err := h.Restart(t.Context(), "bare", &config.Server{ID: "bare", Argv: []string{testserverBin(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, h, "bare--echo", `{"text":"again"}`, "again")
+}
