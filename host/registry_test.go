@@ -113,14 +113,22 @@ func TestConnectInFlight(t *testing.T) {
 	}
 }
 
-// TestRestartWindowReadsConnecting: from the moment a restart begins until
-// its connect is done, calls read "connecting", never "gone"; the restart
-// can change the server's config, and is refused to others meanwhile.
+// TestRestartWindowReadsConnecting: a restart closes the old connection
+// under a call waiting on it, which reads that this host closed it; from
+// the moment the restart begins until its connect is done, calls read
+// "connecting", never "gone"; the restart can change the server's config,
+// and a disconnect is refused meanwhile.
 func TestRestartWindowReadsConnecting(t *testing.T) {
 	h, _ := newHost(t)
 	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
 		t.Fatal(err)
 	}
+	pending := make(chan error, 1)
+	go func() {
+		_, err := h.CallTool(context.Background(), "x--hang", nil)
+		pending <- err
+	}()
+	arrived(t, h, "x--count", 2)
 	fifo, release := hold(t)
 	sig, started := spawned(t)
 	next := server(t, "id: x\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo, "-name", "second")+
@@ -128,6 +136,15 @@ func TestRestartWindowReadsConnecting(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Restart(context.Background(), "x", &next) }()
 	started()
+	// The old connection is closed by now, under the call waiting on it.
+	select {
+	case err := <-pending:
+		if err == nil || err.Error() != textHostClosedPending("x") {
+			t.Errorf("the call in flight reads %v, want %q", err, textHostClosedPending("x"))
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the call in flight did not end with the restart's close")
+	}
 	wantRefused(t, h, "x--echo", `{}`, textConnecting("x", "x--echo"))
 	if err := h.Disconnect("x"); err == nil || err.Error() != textInFlight("x") {
 		t.Errorf("Disconnect during the restart = %v", err)
@@ -332,4 +349,52 @@ func TestConnectionEndsAsItConnects(t *testing.T) {
 		}
 		wantRefused(t, h, id+"--echo", `{}`, textGone(id, id+"--echo"))
 	}
+}
+
+// TestDisconnectWithACallInFlight: a disconnect closes the connection
+// under a call waiting on it, which reads that this host closed it before
+// the server answered; later calls read "gone".
+func TestDisconnectWithACallInFlight(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	pending := make(chan error, 1)
+	go func() {
+		_, err := h.CallTool(context.Background(), "x--hang", nil)
+		pending <- err
+	}()
+	arrived(t, h, "x--count", 2)
+	if err := h.Disconnect("x"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-pending:
+		if err == nil || err.Error() != textHostClosedPending("x") {
+			t.Fatalf("the call in flight reads %v, want %q", err, textHostClosedPending("x"))
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the call in flight did not end with the disconnect")
+	}
+	wantRefused(t, h, "x--hang", `{}`, textGone("x", "x--hang"))
+}
+
+// arrived returns once the test server behind count has received one
+// request more than the before it had when the test began sending them:
+// the test server numbers its requests, and count answers with how many
+// it has had, itself included. Each try is a round trip, never a sleep.
+func arrived(t *testing.T, h *host.Host, count string, before int) {
+	t.Helper()
+	for try := 1; try <= 1000; try++ {
+		got, err := call(t, h, count, `{}`)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case got == fmt.Sprint(before+1+try):
+			return
+		case got != fmt.Sprint(before+try):
+			t.Fatalf("count = %s on try %d, before %d", got, try, before)
+		}
+	}
+	t.Fatal("the request did not arrive")
 }
