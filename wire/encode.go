@@ -59,6 +59,9 @@ func encodeValue(v any) (json.RawMessage, error) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
+		if len(p) == 0 {
+			return nil, nil // no value: the member is left out
+		}
 		if !json.Valid(p) {
 			return nil, errInvalidRaw
 		}

@@ -373,9 +373,15 @@ func TestDispatchOrderAndDefer(t *testing.T) {
 	if m := far.mustRead(); string(m.ID) != "0" || string(m.Result) != `"slow done"` {
 		t.Fatalf("deferred answer: %s", m.raw)
 	}
+	// The last message sent was a notification, which gets no answer: a
+	// request after it, once answered, shows everything before is handled.
+	far.send(`{"jsonrpc":"2.0","id":1000,"method":"last"}`)
+	if m := far.mustRead(); string(m.ID) != "1000" {
+		t.Fatalf("answer to the last request: %s", m.raw)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := strings.Join(order, ","); got != "slow,"+strings.Join(sent, ",") {
+	if got := strings.Join(order, ","); got != "slow,"+strings.Join(sent, ",")+",last" {
 		t.Errorf("handled in order %s", got)
 	}
 }
