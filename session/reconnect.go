@@ -25,8 +25,8 @@ func backoff(n int, initial, max time.Duration, jitter float64) time.Duration {
 }
 
 // redialLoop reconnects with backoff until it succeeds, the session closes,
-// or the server refuses the policy asking to close. It never gives up
-// otherwise.
+// or the server refuses the policy asking to close (then OnDisconnect hears
+// that no reconnect is coming). It never gives up otherwise.
 func (s *Session) redialLoop() {
 	for n := 0; ; n++ {
 		d := backoff(n, s.cfg.Reconnect.Initial, s.cfg.Reconnect.Max, rand.Float64())
@@ -42,7 +42,16 @@ func (s *Session) redialLoop() {
 			s.log.Info("reconnected", "attempt", n+1)
 			return
 		}
-		if errors.Is(err, ErrRefusedClose) || errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
+		if errors.Is(err, ErrRefusedClose) {
+			// The server asked this host to close: no more redials, and
+			// whoever was told it would reconnect is told it won't.
+			s.log.Warn("reconnecting stopped: the server refused the policy and asked to close", "error", err.Error())
+			if s.cfg.OnDisconnect != nil {
+				s.cfg.OnDisconnect(s, false)
+			}
+			return
+		}
+		if errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
 			return
 		}
 		s.log.Warn("reconnect attempt failed", "attempt", n+1, "error", err.Error())

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -269,7 +270,12 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}, {MCPL: []byte(adFull), Policy: "refuse-close"}}}
-		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		var (
+			mu          sync.Mutex
+			disconnects []bool // what OnDisconnect heard: will it reconnect
+		)
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true},
+			OnDisconnect: func(_ *session.Session, will bool) { mu.Lock(); disconnects = append(disconnects, will); mu.Unlock() }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,6 +295,11 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 			t.Errorf("state %+v policy %+v, want the refusal recorded", st, st.Policy)
 		}
 		rec.one(t, "the server refused the initial policy")
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(disconnects, []bool{true, false}) {
+			t.Errorf("OnDisconnect heard %v, want [true false]: first a drop it would reconnect after, then that it won't", disconnects)
+		}
 	})
 }
 
