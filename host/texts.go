@@ -23,8 +23,10 @@ func textToolDenied(server, tool string) string {
 	return fmt.Sprintf(`%s isn't allowed by this host's policy for the "%s" server, so the call didn't run, and calling it again won't change that. If you need it, ask whoever runs this host.`, tool, server)
 }
 
-// textToolErrorNoWords: an isError result with no text, or only whitespace.
-func textToolErrorNoWords(server, tool string) string {
+// ToolErrorNoWords is what a caller reads for an isError result with no
+// text, or only whitespace; exported so every caller of a tool (probe's
+// calls too) words it the same.
+func ToolErrorNoWords(server, tool string) string {
 	return fmt.Sprintf(`The "%s" server reported an error for %s without saying what went wrong. Whether it did anything is unknown: check before calling it again.`, server, tool)
 }
 

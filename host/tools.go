@@ -200,7 +200,7 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if res.IsError {
 		text := res.Text()
 		if strings.TrimSpace(text) == "" {
-			text = textToolErrorNoWords(id, name)
+			text = ToolErrorNoWords(id, name)
 		}
 		return res, &ToolError{Text: text, Result: &res}
 	}

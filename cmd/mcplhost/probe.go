@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/session"
 	"github.com/mcpl-go/mcpl/transport"
@@ -189,7 +190,7 @@ func callTool(ctx context.Context, peer caller, server string, c probeCall) prob
 	text := res.Text()
 	if res.IsError {
 		if strings.TrimSpace(text) == "" {
-			text = textToolErrorNoWords(server, c.tool)
+			text = host.ToolErrorNoWords(server, c.tool)
 		}
 		return probeResult{Name: c.tool, Text: text}
 	}
