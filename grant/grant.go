@@ -93,9 +93,9 @@ func featureSetState(fs FeatureSet, g Grant, pol Policy) FeatureSetState {
 	switch {
 	case !fs.UsesValid:
 		st.Reason = ReasonInvalidUses
-	case matchSetAny(pol.DisableFeatureSets, fs.Name):
+	case MatchFeatureSet(pol.DisableFeatureSets, fs.Name):
 		st.Reason = ReasonDisabledByPolicy
-	case pol.EnableFeatureSets != nil && !matchSetAny(pol.EnableFeatureSets, fs.Name):
+	case pol.EnableFeatureSets != nil && !MatchFeatureSet(pol.EnableFeatureSets, fs.Name):
 		st.Reason = ReasonNotSelected
 	default:
 		for _, u := range fs.Uses {
@@ -112,10 +112,11 @@ func featureSetState(fs FeatureSet, g Grant, pol Policy) FeatureSetState {
 	return st
 }
 
-// matchSetAny matches feature-set names: a pattern is a name, "*" for
-// every set, or "prefix.*" for every set whose name starts with "prefix."
-// (SPEC §6.3: "memory.*" is all memory features).
-func matchSetAny(patterns []string, name string) bool {
+// MatchFeatureSet reports whether any pattern matches a feature-set name: a
+// pattern is a name, "*" for every set, or "prefix.*" for every set whose
+// name starts with "prefix." (SPEC §6.3: "memory.*" is all memory
+// features).
+func MatchFeatureSet(patterns []string, name string) bool {
 	for _, p := range patterns {
 		switch {
 		case p == "*", p == name:

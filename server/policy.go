@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -60,10 +59,10 @@ func newPolicy(m protocol.FeatureSetsUpdateParams, declared []FeatureSet) Policy
 		for _, u := range fs.Uses {
 			on = on && p.Has(u)
 		}
-		if p.Enabled != nil && !matchSet(p.Enabled, fs.Name) {
+		if p.Enabled != nil && !grant.MatchFeatureSet(p.Enabled, fs.Name) {
 			on = false
 		}
-		if matchSet(p.Disabled, fs.Name) {
+		if grant.MatchFeatureSet(p.Disabled, fs.Name) {
 			on = false
 		}
 		p.sets[fs.Name] = on
@@ -78,7 +77,7 @@ func (p Policy) narrow(names []string) Policy {
 	q.Disabled = append(slices.Clone(p.Disabled), names...)
 	q.sets = make(map[string]bool, len(p.sets))
 	for name, on := range p.sets {
-		q.sets[name] = on && !matchSet(names, name)
+		q.sets[name] = on && !grant.MatchFeatureSet(names, name)
 	}
 	return q
 }
@@ -99,19 +98,6 @@ func meet(a, b Policy) Policy {
 		q.sets[name] = on && a.sets[name]
 	}
 	return q
-}
-
-// matchSet matches a feature-set name against names and patterns.
-func matchSet(patterns []string, name string) bool {
-	for _, p := range patterns {
-		switch {
-		case p == "*", p == name:
-			return true
-		case strings.HasSuffix(p, ".*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*")):
-			return true
-		}
-	}
-	return false
 }
 
 func orEmpty(s []string) []string {

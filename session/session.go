@@ -249,16 +249,9 @@ func (s *Session) Reconnecting() bool {
 // Call sends a request on the current connection. Between connections it
 // fails as not sent, in the words a closed connection uses.
 func (s *Session) Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error {
-	s.mu.Lock()
-	c, closed, recon := s.conn, s.closed, s.reconnect
-	s.mu.Unlock()
-	if c == nil {
-		if closed {
-			return &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseHostClosed, Server: s.cfg.ID, Method: method}
-		}
-		ce := wire.NotSentError(s.cfg.ID, recon)
-		ce.Method = method
-		return ce
+	c, err := s.current(method)
+	if err != nil {
+		return err
 	}
 	return c.peer.Call(ctx, method, params, result, opts...)
 }
@@ -266,16 +259,27 @@ func (s *Session) Call(ctx context.Context, method string, params, result any, o
 // Notify sends a notification on the current connection. Between
 // connections it fails as not sent, as Call does.
 func (s *Session) Notify(ctx context.Context, method string, params any) error {
+	c, err := s.current(method)
+	if err != nil {
+		return err
+	}
+	return c.peer.Notify(ctx, method, params)
+}
+
+// current returns the current connection, or, between connections, the
+// not-sent error a request for method gets: this host's own close, or a
+// closed connection it is or is not reconnecting.
+func (s *Session) current(method string) (*conn, error) {
 	s.mu.Lock()
 	c, closed, recon := s.conn, s.closed, s.reconnect
 	s.mu.Unlock()
-	if c == nil {
-		if closed {
-			return &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseHostClosed, Server: s.cfg.ID, Method: method}
-		}
-		ce := wire.NotSentError(s.cfg.ID, recon)
-		ce.Method = method
-		return ce
+	if c != nil {
+		return c, nil
 	}
-	return c.peer.Notify(ctx, method, params)
+	if closed {
+		return nil, &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseHostClosed, Server: s.cfg.ID, Method: method}
+	}
+	ce := wire.NotSentError(s.cfg.ID, recon)
+	ce.Method = method
+	return nil, ce
 }
