@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -290,6 +291,7 @@ func emptyGrant() grant.Grant {
 // advertised path denied, every feature set disabled.
 func offGrant(g grant.Grant) grant.Grant {
 	off := grant.Grant{Effective: []string{}, Denied: append(append([]string{}, g.Effective...), g.Denied...)}
+	slices.Sort(off.Denied)
 	for _, fs := range g.FeatureSets {
 		fs.State = grant.StateDisabled
 		if fs.Reason == "" {
