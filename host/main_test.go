@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 )
 
@@ -88,7 +87,7 @@ func ts(t testing.TB, flags ...string) string {
 func newHost(t testing.TB) (*host.Host, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	h := host.New(host.Options{Logger: rec.logger()})
+	h := host.New(host.Options{Logger: rec.Logger()})
 	t.Cleanup(func() { h.Close() })
 	return h, rec
 }
@@ -277,102 +276,34 @@ func sdkCleanup() {
 
 // ---- log capture ----
 
-// logRec is one captured record, its attributes flattened by key (the
-// logger's With attributes included).
-type logRec struct {
-	Level   slog.Level
-	Message string
-	Attrs   map[string]string
+// recorder captures what a host logs.
+type recorder = logtest.Recorder
+
+func newRecorder() *recorder { return logtest.New() }
+
+// logCount counts the records with message msg about server id ("" for
+// any).
+func logCount(rec *recorder, msg, id string) int {
+	return countLogs(rec.All(), msg, id)
 }
 
-// recorder keeps every record logged through its handlers and lets a test
-// wait for one.
-type recorder struct {
-	mu      sync.Mutex
-	recs    []logRec
-	changed chan struct{} // closed and replaced on each record
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) logger() *slog.Logger { return slog.New(&recHandler{r: r}) }
-
-func (r *recorder) add(rec logRec) {
-	r.mu.Lock()
-	r.recs = append(r.recs, rec)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []logRec {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.recs)
-}
-
-// count counts the records with message msg about server id ("" for any).
-func (r *recorder) count(msg, id string) int {
+func countLogs(recs []logtest.Record, msg, id string) int {
 	n := 0
-	for _, rec := range r.all() {
-		if rec.Message == msg && (id == "" || rec.Attrs["server"] == id) {
+	for _, r := range recs {
+		if r.Message == msg && (id == "" || r.Attr("server") == id) {
 			n++
 		}
 	}
 	return n
 }
 
-// wait returns once n records with message msg about server id have been
-// logged.
-func (r *recorder) wait(t testing.TB, msg, id string, n int) {
+// waitLog returns once n records with message msg about server id have
+// been logged.
+func waitLog(t testing.TB, rec *recorder, msg, id string, n int) {
 	t.Helper()
-	deadline := time.After(waitFor)
-	for {
-		r.mu.Lock()
-		ch := r.changed
-		r.mu.Unlock()
-		if r.count(msg, id) >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("no %d log records %q for %q within %s; all: %v", n, msg, id, waitFor, r.all())
-		}
-	}
-}
-
-type recHandler struct {
-	r      *recorder
-	attrs  []slog.Attr
-	prefix string
-}
-
-func (h *recHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
-	m := map[string]string{}
-	for _, a := range h.attrs {
-		m[a.Key] = a.Value.String()
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		m[h.prefix+a.Key] = a.Value.String()
-		return true
+	rec.WaitFunc(t, fmt.Sprintf("%d log records %q for %q", n, msg, id), func(recs []logtest.Record) bool {
+		return countLogs(recs, msg, id) >= n
 	})
-	h.r.add(logRec{Level: rec.Level, Message: rec.Message, Attrs: m})
-	return nil
-}
-
-func (h *recHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	n := *h
-	n.attrs = append(slices.Clone(h.attrs), as...)
-	return &n
-}
-
-func (h *recHandler) WithGroup(name string) slog.Handler {
-	n := *h
-	n.prefix = h.prefix + name + "."
-	return &n
 }
 
 // Log messages the tests wait for.

@@ -33,9 +33,9 @@ func TestPrefixesThatMeetAtLoad(t *testing.T) {
 	h.Start(cfg)
 	<-h.Settled()
 	var refused []string
-	for _, r := range rec.all() {
-		if r.Message == "server not connected" && r.Attrs["server"] == "b" {
-			refused = append(refused, r.Attrs["error"])
+	for _, r := range rec.All() {
+		if r.Message == "server not connected" && r.Attr("server") == "b" {
+			refused = append(refused, r.Attr("error"))
 		}
 	}
 	wantErr := `servers "a" and "b": tool prefixes "a" and "a--b" meet: a tool name like "a--b--x" could belong to either`

@@ -27,9 +27,9 @@ func TestStartConnectsConcurrently(t *testing.T) {
     command: `+ts(t, "-mcpl", adMCPL)+`
 `))
 	// slow is first in the file and held: quick comes up all the same.
-	rec.wait(t, logListed, "quick", 1)
+	waitLog(t, rec, logListed, "quick", 1)
 	wantOK(t, h, "quick--echo", `{"text":"up"}`, "up")
-	rec.wait(t, logFailed, "broken", 1)
+	waitLog(t, rec, logFailed, "broken", 1)
 	wantRefused(t, h, "broken--echo", `{}`, textGone("broken", "broken--echo"))
 	wantRefused(t, h, "slow--echo", `{}`, textConnecting("slow", "slow--echo"))
 	select {
@@ -303,7 +303,7 @@ func TestReconnectRelists(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRefused(t, h, "x--exit", `{}`, textClosedPending("x", true))
-	rec.wait(t, logListed, "x", 2)
+	waitLog(t, rec, logListed, "x", 2)
 	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("x", "add", "shout")); got != want {
 		t.Errorf("Tools after the reconnect = %v, want %v", got, want)
 	}
@@ -320,8 +320,8 @@ func TestFirstConnectFailsThenLists(t *testing.T) {
 	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+cmd+"\nreconnect: {enabled: true, initial: 10ms, max: 10ms}")); err != nil {
 		t.Fatalf("a connect that will retry: %v", err)
 	}
-	rec.wait(t, logReconnected, "x", 1)
-	rec.wait(t, logListed, "x", 1)
+	waitLog(t, rec, logReconnected, "x", 1)
+	waitLog(t, rec, logListed, "x", 1)
 	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("x", testserverTools()...)); got != want {
 		t.Errorf("Tools after the retry connected = %v, want %v", got, want)
 	}
@@ -342,7 +342,7 @@ func TestConnectionEndsAsItConnects(t *testing.T) {
 		id := fmt.Sprintf("e%d", i)
 		err := h.Connect(t.Context(), server(t, "id: "+id+"\nurl: "+f.url))
 		if err == nil {
-			rec.wait(t, logLeft, id, 1)
+			waitLog(t, rec, logLeft, id, 1)
 		}
 		if _, ok := h.Session(id); ok {
 			t.Fatalf("%s: a server whose connection ended is registered", id)

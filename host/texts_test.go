@@ -89,8 +89,8 @@ func TestGoneAfterAFailedConnect(t *testing.T) {
     command: [/nonexistent/mcpl-server]
 `))
 	<-h.Settled()
-	if n := rec.count(logFailed, "dead"); n != 1 {
-		t.Fatalf("%d %q log lines for dead, want 1: %v", n, logFailed, rec.all())
+	if n := logCount(rec, logFailed, "dead"); n != 1 {
+		t.Fatalf("%d %q log lines for dead, want 1: %v", n, logFailed, rec.All())
 	}
 	wantRefused(t, h, "dead--echo", `{}`, textGone("dead", "dead--echo"))
 	if _, ok := h.Session("dead"); ok {
@@ -131,7 +131,7 @@ func TestGoneAfterTheConnectionEnds(t *testing.T) {
 	}
 	te := wantRefused(t, h, "x--exit", `{"code":0}`, textClosedPending("x", false))
 	wantCallError(t, te.Err, wire.NoResponse)
-	rec.wait(t, logLeft, "x", 1)
+	waitLog(t, rec, logLeft, "x", 1)
 	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
 	if _, ok := h.Session("x"); ok {
 		t.Error("the server is still in the registry")
@@ -271,7 +271,7 @@ func TestReconnectingStub(t *testing.T) {
     reconnect: {enabled: true, initial: 1h, max: 1h}
 `))
 	<-h.Settled()
-	if n := rec.count(logFailed, "later"); n != 0 {
+	if n := logCount(rec, logFailed, "later"); n != 0 {
 		t.Errorf("a connect that goes on retrying logged %q", logFailed)
 	}
 	if _, ok := h.Session("later"); !ok {

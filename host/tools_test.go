@@ -43,7 +43,7 @@ func TestListChangedRefreshes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOK(t, h, "x--send", `{"method":"notifications/tools/list_changed","params":{},"notify":true}`, `{"sent":true}`)
-	rec.wait(t, logListed, "x", 2)
+	waitLog(t, rec, logListed, "x", 2)
 	// initialize, tools/list, send, the refresh's tools/list, and this.
 	wantOK(t, h, "x--count", `{}`, "5")
 }
@@ -72,7 +72,7 @@ func TestListChangedCoalesces(t *testing.T) {
 	}
 	running.reply("second")
 	f.nextList().reply("third")
-	rec.wait(t, logListed, "r", 3)
+	waitLog(t, rec, logListed, "r", 3)
 	if got := fmt.Sprint(toolNames(h)); got != "[r--third]" {
 		t.Errorf("Tools = %s, want the last listing", got)
 	}
@@ -103,7 +103,7 @@ func TestFirstListingCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.nextList().reply("new")
-	rec.wait(t, logListed, "r", 2)
+	waitLog(t, rec, logListed, "r", 2)
 	if got := fmt.Sprint(toolNames(h)); got != "[r--new]" {
 		t.Errorf("Tools = %s, want the newer listing", got)
 	}

@@ -208,7 +208,7 @@ func TestAdmitAfterReconnect(t *testing.T) {
 			gate := make(chan struct{})
 			d.gate = map[int]chan struct{}{2: gate}
 			s := open(t, session.Config{
-				Dial: d.dial, Implemented: everything, Handler: handled, Logger: rec.logger(),
+				Dial: d.dial, Implemented: everything, Handler: handled, Logger: rec.Logger(),
 				Reconnect: session.Reconnect{Enabled: true, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 			})
 			wantResult(t, send(t, s, m.method, m.params), m.admitted)
@@ -224,7 +224,7 @@ func TestAdmitAfterReconnect(t *testing.T) {
 				t.Errorf("state %+v after the connection closed", st)
 			}
 			close(gate)
-			rec.wait(t, "reconnected", 1)
+			rec.Wait(t, "reconnected", 1)
 
 			early := earlyAnswers(t, s, 1)
 			wantDenied(t, early[0], m.capability, notEstablished)
@@ -269,7 +269,7 @@ func TestDeniedNotification(t *testing.T) {
 	box := newInbox()
 	h := &countingHandler{}
 	s := open(t, session.Config{
-		Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: h, OnInbound: box.onInbound, Logger: rec.logger(),
+		Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: h, OnInbound: box.onInbound, Logger: rec.Logger(),
 		Policy: grant.Policy{Disable: []string{"channels.incoming"}},
 	})
 	notify(t, s, protocol.MethodChannelsIncoming, privileged[4].params)
@@ -277,9 +277,9 @@ func TestDeniedNotification(t *testing.T) {
 	if in.Method != protocol.MethodChannelsIncoming || in.Request || in.Admitted {
 		t.Errorf("inbound %+v, want a denied notification", in)
 	}
-	rec.wait(t, "privileged notification discarded", 1) // logged after OnInbound is told
-	got := rec.one(t, "privileged notification discarded")
-	if got.Attrs["method"] != protocol.MethodChannelsIncoming || got.Attrs["capability"] != "channels.incoming" {
+	rec.Wait(t, "privileged notification discarded", 1) // logged after OnInbound is told
+	got := rec.One(t, "privileged notification discarded")
+	if got.Attr("method") != protocol.MethodChannelsIncoming || got.Attr("capability") != "channels.incoming" {
 		t.Errorf("log %+v", got)
 	}
 	notify(t, s, protocol.MethodChannelsChanged, `{"added":[{"id":"random"}]}`)

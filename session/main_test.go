@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/session"
@@ -59,118 +60,10 @@ const (
 
 // ---- log capture ----
 
-// logRec is one captured record, its attributes flattened by key (the
-// logger's With attributes included).
-type logRec struct {
-	Level   slog.Level
-	Message string
-	Attrs   map[string]string
-}
+// recorder captures what a session logs.
+type recorder = logtest.Recorder
 
-// recorder keeps every record logged through its handlers and lets a test
-// wait for one.
-type recorder struct {
-	mu      sync.Mutex
-	recs    []logRec
-	changed chan struct{} // closed and replaced on each record
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) logger() *slog.Logger { return slog.New(&recHandler{r: r}) }
-
-func (r *recorder) add(rec logRec) {
-	r.mu.Lock()
-	r.recs = append(r.recs, rec)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []logRec {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.recs)
-}
-
-// find returns the records whose message is msg.
-func (r *recorder) find(msg string) []logRec {
-	var out []logRec
-	for _, rec := range r.all() {
-		if rec.Message == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// one returns the only record with message msg, failing otherwise.
-func (r *recorder) one(t testing.TB, msg string) logRec {
-	t.Helper()
-	got := r.find(msg)
-	if len(got) != 1 {
-		t.Fatalf("%d log records %q, want 1; all: %v", len(got), msg, r.all())
-	}
-	return got[0]
-}
-
-// wait returns once n records with message msg have been logged.
-func (r *recorder) wait(t testing.TB, msg string, n int) {
-	t.Helper()
-	deadline := time.After(waitFor)
-	for {
-		r.mu.Lock()
-		count := 0
-		for _, rec := range r.recs {
-			if rec.Message == msg {
-				count++
-			}
-		}
-		ch := r.changed
-		r.mu.Unlock()
-		if count >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("no %d log records %q within %s; all: %v", n, msg, waitFor, r.all())
-		}
-	}
-}
-
-type recHandler struct {
-	r      *recorder
-	attrs  []slog.Attr
-	prefix string
-}
-
-func (h *recHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
-	m := map[string]string{}
-	for _, a := range h.attrs {
-		m[a.Key] = a.Value.String()
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		m[h.prefix+a.Key] = a.Value.String()
-		return true
-	})
-	h.r.add(logRec{Level: rec.Level, Message: rec.Message, Attrs: m})
-	return nil
-}
-
-func (h *recHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	n := *h
-	n.attrs = append(slices.Clone(h.attrs), as...)
-	return &n
-}
-
-func (h *recHandler) WithGroup(name string) slog.Handler {
-	n := *h
-	n.prefix = h.prefix + name + "."
-	return &n
-}
+func newRecorder() *recorder { return logtest.New() }
 
 var discard = slog.New(slog.DiscardHandler)
 

@@ -51,7 +51,7 @@ var (
 
 func TestPolicyAccepted(t *testing.T) {
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Logger: rec.Logger()})
 	st := s.State()
 	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
 		t.Fatalf("state %+v, want connected with the policy accepted", st)
@@ -73,7 +73,7 @@ func TestPolicyAccepted(t *testing.T) {
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("policy on the wire (-want +got):\n%s", diff)
 	}
-	if got := rec.one(t, "policy established"); got.Attrs["outcome"] != session.OutcomeAccepted {
+	if got := rec.One(t, "policy established"); got.Attr("outcome") != session.OutcomeAccepted {
 		t.Errorf("log %+v, want outcome accepted", got)
 	}
 	// Established: an admitted push/event works on the wire.
@@ -84,7 +84,7 @@ func TestPolicyAccepted(t *testing.T) {
 // unavailable feature set with its effect.
 func TestPolicyDegraded(t *testing.T) {
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "degrade"), Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "degrade"), Logger: rec.Logger()})
 	st := s.State()
 	if st.Policy == nil || st.Policy.Outcome != session.OutcomeDegraded || st.Policy.Receipt == nil {
 		t.Fatalf("policy %+v, want degraded with its receipt", st.Policy)
@@ -92,8 +92,8 @@ func TestPolicyDegraded(t *testing.T) {
 	if diff := cmp.Diff(fullEffective, st.Grant.Effective); diff != "" {
 		t.Errorf("effective grant (-want +got):\n%s", diff)
 	}
-	got := rec.one(t, "feature set degraded by the server")
-	if got.Attrs["feature_set"] != "memory.extraction" || got.Attrs["effect"] != "disabled" {
+	got := rec.One(t, "feature set degraded by the server")
+	if got.Attr("feature_set") != "memory.extraction" || got.Attr("effect") != "disabled" {
 		t.Errorf("degraded log %+v, want memory.extraction with effect disabled", got)
 	}
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-degraded")), `{"accepted":true}`)
@@ -104,7 +104,7 @@ func TestPolicyDegraded(t *testing.T) {
 // policy message stands, no second one is sent to satisfy it.
 func TestPolicyRefusedMCPOnly(t *testing.T) {
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "refuse"), Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "refuse"), Logger: rec.Logger()})
 	st := s.State()
 	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused ||
 		st.Policy.Fallback != protocol.FallbackMCPOnly || st.Policy.Reason != "this server needs inject.system" {
@@ -118,8 +118,8 @@ func TestPolicyRefusedMCPOnly(t *testing.T) {
 			t.Errorf("feature set %+v enabled after a refusal", fs)
 		}
 	}
-	got := rec.one(t, "the server refused the initial policy")
-	if got.Attrs["reason"] != "this server needs inject.system" || got.Attrs["fallback"] != protocol.FallbackMCPOnly {
+	got := rec.One(t, "the server refused the initial policy")
+	if got.Attr("reason") != "this server needs inject.system" || got.Attr("fallback") != protocol.FallbackMCPOnly {
 		t.Errorf("refusal log %+v, want the server's reason and fallback", got)
 	}
 	if got := tool(t, s, "echo", map[string]string{"text": "still here"}); got != "still here" {
@@ -142,7 +142,7 @@ func TestPolicyRefusedClose(t *testing.T) {
 	rec := newRecorder()
 	d := newDialer(t, []string{"-mcpl", adFull, "-policy", "refuse-close"})
 	s, err := session.Connect(context.Background(), session.Config{
-		ID: server, Dial: d.dial, Logger: rec.logger(),
+		ID: server, Dial: d.dial, Logger: rec.Logger(),
 		Reconnect: session.Reconnect{Enabled: true, Initial: time.Millisecond, Max: time.Millisecond},
 	})
 	if err == nil {
@@ -155,7 +155,7 @@ func TestPolicyRefusedClose(t *testing.T) {
 	if n := d.n.Load(); n != 1 {
 		t.Errorf("%d dials, want 1", n)
 	}
-	if got := rec.one(t, "the server refused the initial policy"); got.Attrs["fallback"] != protocol.FallbackClose {
+	if got := rec.One(t, "the server refused the initial policy"); got.Attr("fallback") != protocol.FallbackClose {
 		t.Errorf("refusal log %+v, want fallback close", got)
 	}
 }
@@ -164,7 +164,7 @@ func TestPolicyRefusedClose(t *testing.T) {
 // the same policy as a Notification, and the grant holds.
 func TestPolicy04MethodNotFound(t *testing.T) {
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad04, "-policy", "method-not-found"), Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad04, "-policy", "method-not-found"), Logger: rec.Logger()})
 	st := s.State()
 	if st.Policy == nil || st.Policy.Outcome != session.OutcomeNotification {
 		t.Fatalf("policy %+v, want the 0.4 notification path", st.Policy)
@@ -172,7 +172,7 @@ func TestPolicy04MethodNotFound(t *testing.T) {
 	if diff := cmp.Diff([]string{"channels.incoming", "channels.register", "pushEvents", "tools"}, st.Grant.Effective); diff != "" {
 		t.Errorf("effective grant (-want +got):\n%s", diff)
 	}
-	rec.one(t, "a 0.4 server took the policy as a notification (the 0.4 path)")
+	rec.One(t, "a 0.4 server took the policy as a notification (the 0.4 path)")
 	r := policyReport(t, s)
 	if len(r.Policies) != 2 || !r.Policies[0].AsRequest || r.Policies[1].AsRequest {
 		t.Fatalf("policies %+v, want a request then a notification", r.Policies)
@@ -189,7 +189,7 @@ func TestPolicy04MethodNotFound(t *testing.T) {
 func TestPolicyMethodNotFoundNot04(t *testing.T) {
 	for _, ad := range []string{adFull, `{"pushEvents":true,"channels":true}`} {
 		rec := newRecorder()
-		s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad, "-policy", "method-not-found"), Logger: rec.logger()})
+		s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad, "-policy", "method-not-found"), Logger: rec.Logger()})
 		st := s.State()
 		if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || !strings.Contains(st.Policy.Reason, "-32601") {
 			t.Fatalf("%s: policy %+v, want unanswered naming -32601", ad, st.Policy)
@@ -200,10 +200,10 @@ func TestPolicyMethodNotFoundNot04(t *testing.T) {
 		if r := policyReport(t, s); len(r.Policies) != 1 || !r.Policies[0].AsRequest {
 			t.Errorf("%s: policies %+v, want the request alone", ad, r.Policies)
 		}
-		if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); !strings.Contains(got.Attrs["reason"], "-32601") {
+		if got := rec.One(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); !strings.Contains(got.Attr("reason"), "-32601") {
 			t.Errorf("%s: log %+v, want the reason", ad, got)
 		}
-		if n := len(rec.find("a 0.4 server took the policy as a notification (the 0.4 path)")); n != 0 {
+		if n := len(rec.Find("a 0.4 server took the policy as a notification (the 0.4 path)")); n != 0 {
 			t.Errorf("%s: the 0.4 path was logged", ad)
 		}
 	}
@@ -213,13 +213,13 @@ func TestPolicyMethodNotFoundNot04(t *testing.T) {
 // one log line says why.
 func TestPolicyError(t *testing.T) {
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "error"), Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "error"), Logger: rec.Logger()})
 	st := s.State()
 	const reason = "error -32000: policy store unavailable"
 	if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || st.Policy.Reason != reason {
 		t.Fatalf("policy %+v, want unanswered: %s", st.Policy, reason)
 	}
-	if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attrs["reason"] != reason {
+	if got := rec.One(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attr("reason") != reason {
 		t.Errorf("log %+v, want reason %q", got, reason)
 	}
 	if got := tool(t, s, "echo", map[string]string{"text": "tools work"}); got != "tools work" {
@@ -303,7 +303,7 @@ func TestPolicyUnanswered(t *testing.T) {
 		rec := newRecorder()
 		sc := newScript(t)
 		start := time.Now()
-		c := connectAsync(session.Config{Dial: sc.dial, Logger: rec.logger(), Handler: handled})
+		c := connectAsync(session.Config{Dial: sc.dial, Logger: rec.Logger(), Handler: handled})
 		sc.initialize(adFull)
 		sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
 		s := c.ok(t)
@@ -317,7 +317,7 @@ func TestPolicyUnanswered(t *testing.T) {
 		if len(st.Grant.Effective) != 0 {
 			t.Errorf("grant %v, want none", st.Grant.Effective)
 		}
-		if got := rec.one(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attrs["reason"] != "no answer within 15s" {
+		if got := rec.One(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attr("reason") != "no answer within 15s" {
 			t.Errorf("log %+v", got)
 		}
 		done := make(chan error, 1)
@@ -425,7 +425,7 @@ func TestPlainMCPServer(t *testing.T) {
 func TestPolicyConnectionDies(t *testing.T) {
 	rec := newRecorder()
 	s, err := session.Connect(context.Background(), session.Config{
-		ID: server, Dial: spawn(t, "-mcpl", adFull, "-crash-after", "2"), Logger: rec.logger(),
+		ID: server, Dial: spawn(t, "-mcpl", adFull, "-crash-after", "2"), Logger: rec.Logger(),
 	})
 	if err == nil {
 		st := s.State()
@@ -435,7 +435,7 @@ func TestPolicyConnectionDies(t *testing.T) {
 	if !strings.Contains(err.Error(), "the connection closed during the policy exchange") {
 		t.Errorf("Connect error %q", err)
 	}
-	if n := len(rec.find("the initial policy was not answered; MCPL's privileged surface stays off, tools work")); n != 0 {
+	if n := len(rec.Find("the initial policy was not answered; MCPL's privileged surface stays off, tools work")); n != 0 {
 		t.Error("logged that tools work on a connection that is gone")
 	}
 }

@@ -103,7 +103,7 @@ func TestPushEventRejected(t *testing.T) {
 func TestPushEventNotification(t *testing.T) {
 	box := newInbox()
 	rec := newRecorder()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), OnPushEvent: box.onPush, OnInbound: box.onInbound, Logger: rec.logger()})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), OnPushEvent: box.onPush, OnInbound: box.onInbound, Logger: rec.Logger()})
 	notify(t, s, protocol.MethodPushEvent, pushParams("chat", "n-1"))
 	in := box.wait(t, 1)
 	if !in[0].Admitted || in[0].Request || in[0].Method != protocol.MethodPushEvent {
@@ -122,10 +122,10 @@ func TestPushEventNotification(t *testing.T) {
 	// A request behind the notification is dispatched after it: once it
 	// is answered, everything logged about the notification is in.
 	send(t, s, protocol.MethodChannelsList, `{}`)
-	if got := rec.find("push/event rejected"); len(got) != 1 || got[0].Attrs["event_id"] != "n-2" {
+	if got := rec.Find("push/event rejected"); len(got) != 1 || got[0].Attr("event_id") != "n-2" {
 		t.Errorf("rejection logged %+v, want once", got)
 	}
-	if got := rec.find("notification handler failed"); len(got) != 0 {
+	if got := rec.Find("notification handler failed"); len(got) != 0 {
 		t.Errorf("a rejected notification was also logged as a handler failure: %+v", got)
 	}
 }

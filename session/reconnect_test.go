@@ -53,7 +53,7 @@ func TestReconnectAfterKill(t *testing.T) {
 	d := newDialer(t, []string{"-mcpl", adFull})
 	gate := make(chan struct{})
 	d.gate = map[int]chan struct{}{2: gate}
-	s := open(t, session.Config{Dial: d.dial, Reconnect: fast, Logger: rec.logger(), OnPushEvent: box.onPush})
+	s := open(t, session.Config{Dial: d.dial, Reconnect: fast, Logger: rec.Logger(), OnPushEvent: box.onPush})
 	first := policyReport(t, s)
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-r")), `{"accepted":true}`)
 
@@ -69,13 +69,13 @@ func TestReconnectAfterKill(t *testing.T) {
 	if !s.Reconnecting() {
 		t.Error("Reconnecting() = false while reconnecting")
 	}
-	rec.wait(t, "the connection to the server closed", 1)
-	closed := rec.one(t, "the connection to the server closed")
-	if closed.Attrs["will_reconnect"] != "true" || closed.Attrs["exit_code"] != "1" {
+	rec.Wait(t, "the connection to the server closed", 1)
+	closed := rec.One(t, "the connection to the server closed")
+	if closed.Attr("will_reconnect") != "true" || closed.Attr("exit_code") != "1" {
 		t.Errorf("close log %+v, want will_reconnect and the exit code", closed)
 	}
 	close(gate)
-	rec.wait(t, "reconnected", 1)
+	rec.Wait(t, "reconnected", 1)
 
 	r := policyReport(t, s) // the new process: only what this connection sent
 	if len(r.Policies) != 1 || !r.Policies[0].AsRequest {
@@ -125,7 +125,7 @@ func TestBackoffSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		ip := &inProcess{fail: 1 << 30, dials: make(chan int, 100)}
-		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.Logger(), Reconnect: session.Reconnect{Enabled: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,10 +150,10 @@ func TestBackoffSchedule(t *testing.T) {
 			t.Error("no wait was jittered")
 		}
 		synctest.Wait()
-		if n := len(rec.find("reconnect attempt failed")); n != attempts-1 {
+		if n := len(rec.Find("reconnect attempt failed")); n != attempts-1 {
 			t.Errorf("%d failed attempts logged, want %d", n, attempts-1)
 		}
-		rec.one(t, "initial connect failed; will retry")
+		rec.One(t, "initial connect failed; will retry")
 		// Close during the wait returns at once, and nothing dials again.
 		before := time.Now()
 		s.Close()
@@ -174,7 +174,7 @@ func TestFirstConnectFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		ip := &inProcess{fail: 2, cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
-		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.Logger(), Reconnect: session.Reconnect{Enabled: true}})
 		if err != nil {
 			t.Fatalf("Connect with reconnect on = %v, want a session that keeps trying", err)
 		}
@@ -193,7 +193,7 @@ func TestFirstConnectFails(t *testing.T) {
 		if n := ip.count(); n != 3 {
 			t.Fatalf("%d dials, want 3", n)
 		}
-		rec.one(t, "reconnected")
+		rec.One(t, "reconnected")
 		if st := s.State(); !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
 			t.Fatalf("state %+v after connecting", st)
 		}
@@ -274,7 +274,7 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 			mu          sync.Mutex
 			disconnects []bool // what OnDisconnect heard: will it reconnect
 		)
-		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true},
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: rec.Logger(), Reconnect: session.Reconnect{Enabled: true},
 			OnDisconnect: func(_ *session.Session, will bool) { mu.Lock(); disconnects = append(disconnects, will); mu.Unlock() }})
 		if err != nil {
 			t.Fatal(err)
@@ -294,7 +294,7 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 		if st := s.State(); st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused || st.Policy.Fallback != protocol.FallbackClose {
 			t.Errorf("state %+v policy %+v, want the refusal recorded", st, st.Policy)
 		}
-		rec.one(t, "the server refused the initial policy")
+		rec.One(t, "the server refused the initial policy")
 		mu.Lock()
 		defer mu.Unlock()
 		if !slices.Equal(disconnects, []bool{true, false}) {
@@ -377,7 +377,7 @@ func TestReconnectLogsEachAttempt(t *testing.T) {
 			}
 			return ip.dial(ctx)
 		}
-		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: dial, Logger: rec.logger(), Reconnect: session.Reconnect{Enabled: true}})
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: dial, Logger: rec.Logger(), Reconnect: session.Reconnect{Enabled: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,16 +386,16 @@ func TestReconnectLogsEachAttempt(t *testing.T) {
 		_, err = toolErr(s, "exit", map[string]int{})
 		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
 		time.Sleep(time.Hour)
-		fails := rec.find("reconnect attempt failed")
+		fails := rec.Find("reconnect attempt failed")
 		if len(fails) != 3 {
 			t.Fatalf("%d failures logged, want 3", len(fails))
 		}
 		for i, f := range fails {
-			if f.Attrs["attempt"] != fmt.Sprint(i+1) || f.Attrs["error"] != errDial.Error() || f.Attrs["server"] != server {
+			if f.Attr("attempt") != fmt.Sprint(i+1) || f.Attr("error") != errDial.Error() || f.Attr("server") != server {
 				t.Errorf("failure log %+v", f)
 			}
 		}
-		if ok := rec.one(t, "reconnected"); ok.Attrs["attempt"] != "4" {
+		if ok := rec.One(t, "reconnected"); ok.Attr("attempt") != "4" {
 			t.Errorf("success log %+v, want attempt 4", ok)
 		}
 		if !s.State().Connected {

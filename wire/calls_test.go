@@ -51,15 +51,15 @@ func TestLateAnswerDropped(t *testing.T) {
 			t.Fatalf("the call after a late answer: %v, %v", res, err)
 		}
 
-		r := rec.one(t, "late answer to an abandoned request dropped")
+		r := rec.One(t, "late answer to an abandoned request dropped")
 		wantAttrs(t, r, map[string]any{"id": 1, "server": server})
 		if r.Level != slog.LevelDebug {
 			t.Errorf("late answer logged at %v", r.Level)
 		}
-		if n := len(rec.find("answer to no request of ours dropped")); n != 2 {
+		if n := len(rec.Find("answer to no request of ours dropped")); n != 2 {
 			t.Errorf("%d stray answers logged, want 2", n)
 		}
-		if len(rec.find("server answered with an error")) != 0 {
+		if len(rec.Find("server answered with an error")) != 0 {
 			t.Error("a stray error answer was taken for one of ours")
 		}
 	})
@@ -94,7 +94,7 @@ func TestDeadlineRounding(t *testing.T) {
 					t.Errorf("abandoned after %v with Timeout %v, want %v", took, ce.Timeout, tc.d)
 				}
 				checkText(t, ce, tc.text)
-				wantAttrs(t, rec.one(t, "request deadline passed; abandoned here"),
+				wantAttrs(t, rec.One(t, "request deadline passed; abandoned here"),
 					map[string]any{"method": "tools/call", "id": 1, "ms": tc.ms})
 			})
 		})
@@ -116,9 +116,9 @@ func TestCallCanceledByCaller(t *testing.T) {
 		if !errors.Is(ce, context.Canceled) {
 			t.Errorf("Err = %v", ce.Err)
 		}
-		r := rec.one(t, "request abandoned by its caller")
+		r := rec.One(t, "request abandoned by its caller")
 		wantAttrs(t, r, map[string]any{"method": "tools/call", "id": 1})
-		if len(rec.find("request deadline passed; abandoned here")) != 0 {
+		if len(rec.Find("request deadline passed; abandoned here")) != 0 {
 			t.Error("a cancellation was logged as a deadline")
 		}
 	})
@@ -207,7 +207,7 @@ func TestBadAnswer(t *testing.T) {
 	far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{"N":"not a number"}}`, m.ID)
 	ce := callError(t, <-errc, wire.BadResponse, wire.CauseBadAnswer)
 	checkText(t, ce, textBadAnswer)
-	wantAttrs(t, rec.one(t, "server's answer could not be decoded"), map[string]any{"method": "tools/call", "id": 1})
+	wantAttrs(t, rec.One(t, "server's answer could not be decoded"), map[string]any{"method": "tools/call", "id": 1})
 }
 
 // Params that can't be encoded fail the call before anything is written.
@@ -262,7 +262,7 @@ func TestNoiseOverPipe(t *testing.T) {
 		t.Fatalf("request among noise answered %s", m.raw)
 	}
 
-	skipped := rec.find("skipped a line that is not a JSON-RPC message")
+	skipped := rec.Find("skipped a line that is not a JSON-RPC message")
 	if len(skipped) != 20 {
 		t.Errorf("%d noise lines logged one by one, want the first 20", len(skipped))
 	}
@@ -271,9 +271,9 @@ func TestNoiseOverPipe(t *testing.T) {
 			t.Errorf("noise logged at %v, %d bytes", r.Level, len(r.Attrs["line"].String()))
 		}
 	}
-	rec.one(t, "skipping further lines that are not JSON-RPC messages without logging each")
-	if w := rec.atLeast(slog.LevelInfo); len(w) != 0 {
-		t.Errorf("noise logged above debug:\n%s", rec.dump())
+	rec.One(t, "skipping further lines that are not JSON-RPC messages without logging each")
+	if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+		t.Errorf("noise logged above debug:\n%s", rec.Dump())
 	}
 	select {
 	case <-p.Done():
@@ -283,7 +283,7 @@ func TestNoiseOverPipe(t *testing.T) {
 	// The count is logged when the connection ends.
 	far.s.Close()
 	waitDone(t, p)
-	wantAttrs(t, rec.one(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 30})
+	wantAttrs(t, rec.One(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 30})
 }
 
 // A message over the size limit closes the connection: the log says so,
@@ -305,7 +305,7 @@ func TestOversizeOverPipe(t *testing.T) {
 	if !errors.As(p.Err(), &tl) || !p.ClosedByHost() {
 		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
 	}
-	r := rec.one(t, "message over the size limit; closing the connection")
+	r := rec.One(t, "message over the size limit; closing the connection")
 	if r.Level != slog.LevelError {
 		t.Errorf("logged at %v", r.Level)
 	}
@@ -313,7 +313,7 @@ func TestOversizeOverPipe(t *testing.T) {
 	if r.Attrs["seen_bytes"].Int64() <= 64 {
 		t.Errorf("seen_bytes %v", r.Attrs["seen_bytes"])
 	}
-	wantAttrs(t, rec.one(t, "connection closed with requests pending"),
+	wantAttrs(t, rec.One(t, "connection closed with requests pending"),
 		map[string]any{"closed_by_host": true, "unanswered": "[tools/call#1]"})
 	err := p.Call(testCtx(t), "tools/call", nil, nil)
 	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentReconnect)
@@ -343,7 +343,7 @@ func TestPartialWrite(t *testing.T) {
 	if !errors.Is(err, transport.ErrPartialWrite) {
 		t.Errorf("Err = %v", ce.Err)
 	}
-	wantAttrs(t, rec.one(t, "request written in part; the connection is closed"), map[string]any{"method": "break", "id": 1})
+	wantAttrs(t, rec.One(t, "request written in part; the connection is closed"), map[string]any{"method": "break", "id": 1})
 	waitDone(t, p)
 	if !p.ClosedByHost() {
 		t.Error("ClosedByHost is false after a broken write")

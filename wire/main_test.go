@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/transport"
@@ -38,107 +38,13 @@ const server = "discord"
 
 // ---- log capture ----
 
-// logRec is one captured log record, its attributes flattened by key (the
-// logger's own With attributes included).
-type logRec struct {
-	Level   slog.Level
-	Message string
-	Attrs   map[string]slog.Value
-}
+// logRec and recorder capture what the peer logs.
+type (
+	logRec   = logtest.Record
+	recorder = logtest.Recorder
+)
 
-// recorder keeps every record logged through its handlers.
-type recorder struct {
-	mu   sync.Mutex
-	recs []logRec
-}
-
-func newRecorder() *recorder { return &recorder{} }
-
-func (r *recorder) logger() *slog.Logger { return slog.New(&recHandler{r: r}) }
-
-func (r *recorder) all() []logRec {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.recs)
-}
-
-// find returns the records with message msg.
-func (r *recorder) find(msg string) []logRec {
-	var out []logRec
-	for _, rec := range r.all() {
-		if rec.Message == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// one returns the only record with message msg, failing the test otherwise.
-func (r *recorder) one(t testing.TB, msg string) logRec {
-	t.Helper()
-	got := r.find(msg)
-	if len(got) != 1 {
-		t.Fatalf("want exactly one log record %q, got %d; all records:\n%s", msg, len(got), r.dump())
-	}
-	return got[0]
-}
-
-// atLeast returns the records at level or above.
-func (r *recorder) atLeast(level slog.Level) []logRec {
-	var out []logRec
-	for _, rec := range r.all() {
-		if rec.Level >= level {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func (r *recorder) dump() string {
-	var b strings.Builder
-	for _, rec := range r.all() {
-		fmt.Fprintf(&b, "  %s %q", rec.Level, rec.Message)
-		keys := make([]string, 0, len(rec.Attrs))
-		for k := range rec.Attrs {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%v", k, rec.Attrs[k])
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-type recHandler struct {
-	r     *recorder
-	attrs []slog.Attr
-}
-
-func (h *recHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
-	m := make(map[string]slog.Value, len(h.attrs)+rec.NumAttrs())
-	for _, a := range h.attrs {
-		m[a.Key] = a.Value.Resolve()
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		m[a.Key] = a.Value.Resolve()
-		return true
-	})
-	h.r.mu.Lock()
-	h.r.recs = append(h.r.recs, logRec{Level: rec.Level, Message: rec.Message, Attrs: m})
-	h.r.mu.Unlock()
-	return nil
-}
-
-func (h *recHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recHandler{r: h.r, attrs: append(slices.Clone(h.attrs), as...)}
-}
-
-// WithGroup is not used by package wire; groups are flattened.
-func (h *recHandler) WithGroup(string) slog.Handler { return h }
+func newRecorder() *recorder { return logtest.New() }
 
 // wantAttrs checks that rec carries each attribute with the given value
 // (compared by its printed form, so 3, int64(3) and "3" are told apart by
@@ -242,7 +148,7 @@ func newPeer(t *testing.T, s transport.Stream, opts wire.Options) (*wire.Peer, *
 		opts.Name = server
 	}
 	if opts.Logger == nil {
-		opts.Logger = rec.logger()
+		opts.Logger = rec.Logger()
 	}
 	p := wire.NewPeer(s, opts)
 	t.Cleanup(func() { p.Close() })

@@ -297,7 +297,7 @@ func TestEveryInboundRequestAnsweredOnce(t *testing.T) {
 		t.Errorf("panic log has no stack: %q", s)
 	}
 	logFor(t, rec, "handler panicked", `"defer-then-panic"`)
-	if n := len(rec.find("handler's result could not be encoded")); n != 3 {
+	if n := len(rec.Find("handler's result could not be encoded")); n != 3 {
 		t.Errorf("%d encoding failures logged, want 3 (chan, badjson, marshalpanic)", n)
 	}
 }
@@ -313,12 +313,12 @@ func isCode(m wireMsg, code int64) bool {
 // logFor returns the record msg logged for the request with raw id id.
 func logFor(t *testing.T, rec *recorder, msg, id string) logRec {
 	t.Helper()
-	for _, r := range rec.find(msg) {
+	for _, r := range rec.Find(msg) {
 		if r.Attrs["id"].String() == id {
 			return r
 		}
 	}
-	t.Fatalf("no log %q for id %s:\n%s", msg, id, rec.dump())
+	t.Fatalf("no log %q for id %s:\n%s", msg, id, rec.Dump())
 	return logRec{}
 }
 
@@ -406,7 +406,7 @@ func TestHandlerPanicContained(t *testing.T) {
 	if m := far.mustRead(); string(m.ID) != "8" || string(m.Result) != `"fine"` {
 		t.Fatalf("next request answered %s", m.raw)
 	}
-	if n := len(rec.find("handler panicked")); n != 2 {
+	if n := len(rec.Find("handler panicked")); n != 2 {
 		t.Errorf("%d panics logged, want 2", n)
 	}
 	errc := make(chan error, 1)
@@ -435,8 +435,8 @@ func TestUnknownMethod(t *testing.T) {
 		if string(m.ID) != `"a"` || !isCode(m, wire.CodeMethodNotFound) || m.Error.Message != "method not found: x/unknown" {
 			t.Fatalf("answered %s", m.raw)
 		}
-		if w := rec.atLeast(slog.LevelInfo); len(w) != 0 {
-			t.Errorf("an unknown method logged:\n%s", rec.dump())
+		if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+			t.Errorf("an unknown method logged:\n%s", rec.Dump())
 		}
 	}
 }
@@ -477,8 +477,8 @@ func TestInboundQueueFull(t *testing.T) {
 			t.Fatalf("queued request answered %s, want id %s", m.raw, id)
 		}
 	}
-	rec.one(t, "inbound queue full; request refused")
-	rec.one(t, "inbound queue full; notification dropped")
+	rec.One(t, "inbound queue full; request refused")
+	rec.One(t, "inbound queue full; notification dropped")
 }
 
 // The handler's context ends when the connection does.

@@ -27,7 +27,7 @@ var noiseLines = []string{
 // skippedLines returns the lines logged as skipped noise, in order.
 func skippedLines(rec *recorder) []string {
 	var out []string
-	for _, r := range rec.find("skipped a line that is not a JSON-RPC message") {
+	for _, r := range rec.Find("skipped a line that is not a JSON-RPC message") {
 		out = append(out, r.Attrs["line"].String())
 	}
 	return out
@@ -49,8 +49,8 @@ func TestBannerNoise(t *testing.T) {
 	if got := skippedLines(rec); strings.Join(got, "\n") != strings.Join(noiseLines, "\n") {
 		t.Errorf("skipped lines logged:\n%q\nwant:\n%q", got, noiseLines)
 	}
-	if w := rec.atLeast(slog.LevelInfo); len(w) != 0 {
-		t.Errorf("noise logged above debug:\n%s", rec.dump())
+	if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+		t.Errorf("noise logged above debug:\n%s", rec.Dump())
 	}
 }
 
@@ -79,9 +79,9 @@ func TestNoiseBetweenMessages(t *testing.T) {
 	if n := len(skippedLines(rec)); n != 20 {
 		t.Errorf("%d noise lines logged one by one, want 20", n)
 	}
-	rec.one(t, "skipping further lines that are not JSON-RPC messages without logging each")
+	rec.One(t, "skipping further lines that are not JSON-RPC messages without logging each")
 	p.Close()
-	wantAttrs(t, rec.one(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 3 * len(noiseLines)})
+	wantAttrs(t, rec.One(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 3 * len(noiseLines)})
 }
 
 // A message over the configured limit closes the connection, with an
@@ -120,7 +120,7 @@ func TestOversizeMessage(t *testing.T) {
 	if !errors.As(p.Err(), &tl) || tl.Limit != 4096 || !p.ClosedByHost() {
 		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
 	}
-	r := rec.one(t, "message over the size limit; closing the connection")
+	r := rec.One(t, "message over the size limit; closing the connection")
 	if r.Level != slog.LevelError {
 		t.Errorf("logged at %v", r.Level)
 	}
@@ -128,7 +128,7 @@ func TestOversizeMessage(t *testing.T) {
 	if r.Attrs["seen_bytes"].Int64() <= 4096 {
 		t.Errorf("seen_bytes = %v", r.Attrs["seen_bytes"])
 	}
-	closeLog := rec.one(t, "connection closed with requests pending")
+	closeLog := rec.One(t, "connection closed with requests pending")
 	wantAttrs(t, closeLog, map[string]any{"closed_by_host": true, "unanswered": "[tools/call#4]"})
 	if !strings.Contains(closeLog.Attrs["error"].String(), "exceeds the limit of 4096 bytes") {
 		t.Errorf("the close's log line does not say why: %v", closeLog.Attrs)
@@ -145,7 +145,7 @@ func TestDefaultSizeLimitTakesLargeMessages(t *testing.T) {
 	if err != nil || res.Text() != "after oversize" {
 		t.Fatalf("a 3 MiB message: %q, %v", res.Text(), err)
 	}
-	if len(rec.find("message over the size limit; closing the connection")) != 0 {
+	if len(rec.Find("message over the size limit; closing the connection")) != 0 {
 		t.Error("a 3 MiB message was refused")
 	}
 }
@@ -173,7 +173,7 @@ func TestServerRequestWithCollidingID(t *testing.T) {
 		}
 	}
 	echo(t, p, "after")
-	if w := rec.atLeast(slog.LevelWarn); len(w) != 0 {
-		t.Errorf("logged:\n%s", rec.dump())
+	if w := rec.AtLeast(slog.LevelWarn); len(w) != 0 {
+		t.Errorf("logged:\n%s", rec.Dump())
 	}
 }

@@ -77,7 +77,7 @@ func TestServerDropsWithCallPending(t *testing.T) {
 			if !errors.Is(p.Err(), io.EOF) || p.ClosedByHost() {
 				t.Errorf("Err = %v, ClosedByHost = %v; want EOF, false", p.Err(), p.ClosedByHost())
 			}
-			r := rec.one(t, "connection closed with requests pending")
+			r := rec.One(t, "connection closed with requests pending")
 			wantAttrs(t, r, map[string]any{
 				"server": server, "closed_by_host": false, "unanswered": "[tools/call#3]", "exit_code": tc.exitCode,
 			})
@@ -86,7 +86,7 @@ func TestServerDropsWithCallPending(t *testing.T) {
 			} else {
 				noAttrs(t, r, "signal")
 			}
-			if len(rec.find("this host closed the connection with requests pending")) != 0 {
+			if len(rec.Find("this host closed the connection with requests pending")) != 0 {
 				t.Error("a server's drop was logged as this host's close")
 			}
 
@@ -126,9 +126,9 @@ func TestHostClosesWithCallPending(t *testing.T) {
 	if !errors.Is(p.Err(), wire.ErrHostClosed) || !p.ClosedByHost() {
 		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
 	}
-	r := rec.one(t, "this host closed the connection with requests pending")
+	r := rec.One(t, "this host closed the connection with requests pending")
 	wantAttrs(t, r, map[string]any{"server": server, "closed_by_host": true, "unanswered": "[tools/call#2]"})
-	if len(rec.find("connection closed with requests pending")) != 0 {
+	if len(rec.Find("connection closed with requests pending")) != 0 {
 		t.Error("this host's close was logged as the server's")
 	}
 
@@ -154,8 +154,8 @@ func TestCallAfterDropThenHostClose(t *testing.T) {
 	_, err = callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
 	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
 	// Nothing was pending at either close: neither logs.
-	if w := rec.atLeast(slog.LevelWarn); len(w) != 0 {
-		t.Errorf("a close with nothing pending logged:\n%s", rec.dump())
+	if w := rec.AtLeast(slog.LevelWarn); len(w) != 0 {
+		t.Errorf("a close with nothing pending logged:\n%s", rec.Dump())
 	}
 }
 
@@ -171,8 +171,8 @@ func TestCloseWithNothingPendingLogsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitDone(t, p)
-		if w := rec.atLeast(slog.LevelInfo); len(w) != 0 {
-			t.Errorf("a server's close with nothing pending logged:\n%s", rec.dump())
+		if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+			t.Errorf("a server's close with nothing pending logged:\n%s", rec.Dump())
 		}
 	})
 	t.Run("host", func(t *testing.T) {
@@ -181,8 +181,8 @@ func TestCloseWithNothingPendingLogsNothing(t *testing.T) {
 		initialize(t, p)
 		echo(t, p, "x")
 		p.Close()
-		if w := rec.atLeast(slog.LevelInfo); len(w) != 0 {
-			t.Errorf("this host's close with nothing pending logged:\n%s", rec.dump())
+		if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+			t.Errorf("this host's close with nothing pending logged:\n%s", rec.Dump())
 		}
 	})
 }
@@ -203,7 +203,7 @@ func TestWriteRefused(t *testing.T) {
 	if !errors.Is(err, errRefused) {
 		t.Errorf("the transport's error is not kept: %v", ce.Err)
 	}
-	r := rec.one(t, "request not written: the transport refused it")
+	r := rec.One(t, "request not written: the transport refused it")
 	wantAttrs(t, r, map[string]any{"server": server, "method": "tools/call", "id": 1, "error": errRefused.Error()})
 	if strings.Contains(ce.Error(), "buffer") {
 		t.Error("the transport's words reached the agent's text")
@@ -273,13 +273,13 @@ func TestErrorAnswer(t *testing.T) {
 				t.Errorf("CallError keeps code %d message %q id %d; want %d %q %d", ce.Code, ce.Message, ce.ID, wantCode, c.message, id)
 			}
 			var r logRec
-			for _, x := range rec.find("server answered with an error") {
+			for _, x := range rec.Find("server answered with an error") {
 				if x.Attrs["id"].Int64() == id {
 					r = x
 				}
 			}
 			if r.Message == "" {
-				t.Fatalf("no error-answer log line for id %d:\n%s", id, rec.dump())
+				t.Fatalf("no error-answer log line for id %d:\n%s", id, rec.Dump())
 			}
 			wantAttrs(t, r, map[string]any{"server": server, "method": "tools/call", "code": wantCode})
 			logged := r.Attrs["message"].String()
@@ -329,7 +329,7 @@ func TestDeadlineRealServer(t *testing.T) {
 			if ce.Timeout != tc.want || took < tc.want || took > tc.wantMax {
 				t.Errorf("Timeout %v, took %v; want %v", ce.Timeout, took, tc.want)
 			}
-			r := rec.one(t, "request deadline passed; abandoned here")
+			r := rec.One(t, "request deadline passed; abandoned here")
 			wantAttrs(t, r, map[string]any{"server": server, "method": "tools/call", "id": 2, "ms": tc.wantMS})
 			echo(t, p, "after the deadline")
 		})

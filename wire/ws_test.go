@@ -50,7 +50,7 @@ func TestWebSocketCalls(t *testing.T) {
 	}
 	_, err = callTool(testCtx(t), p, "fail", map[string]any{"message": " "})
 	checkText(t, callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer), textErrorNoWords)
-	wantAttrs(t, rec.find("server answered with an error")[0], map[string]any{"method": "tools/call", "id": 3, "code": -32000})
+	wantAttrs(t, rec.Find("server answered with an error")[0], map[string]any{"method": "tools/call", "id": 3, "code": -32000})
 
 	res, err := callTool(testCtx(t), p, "noise", map[string]any{"lines": noiseLines})
 	if err != nil || res.Text() != "after noise" {
@@ -78,7 +78,7 @@ func TestWebSocketServerDrops(t *testing.T) {
 			checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosed), want)
 			waitDone(t, p)
 			<-proc.Exited()
-			r := rec.one(t, "connection closed with requests pending")
+			r := rec.One(t, "connection closed with requests pending")
 			wantAttrs(t, r, map[string]any{"closed_by_host": false, "unanswered": "[tools/call#2]"})
 			if _, err := callTool(testCtx(t), p, "echo", nil); err == nil {
 				t.Fatal("a call on a closed connection succeeded")
@@ -112,7 +112,7 @@ func TestWebSocketHostCloses(t *testing.T) {
 	<-hangWritten
 	p.Close()
 	checkText(t, callError(t, <-errc, wire.NoResponse, wire.CauseHostClosed), textHostClosedPending)
-	wantAttrs(t, rec.one(t, "this host closed the connection with requests pending"),
+	wantAttrs(t, rec.One(t, "this host closed the connection with requests pending"),
 		map[string]any{"closed_by_host": true, "unanswered": "[tools/call#2]"})
 	_, err = callTool(testCtx(t), p, "echo", nil)
 	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
@@ -155,7 +155,7 @@ func TestWebSocketCloseReasonStaysOutOfText(t *testing.T) {
 	if !errors.Is(p.Err(), io.EOF) || p.ClosedByHost() {
 		t.Errorf("Err = %v, ClosedByHost = %v; want EOF (a clean close by the peer), false", p.Err(), p.ClosedByHost())
 	}
-	r := rec.one(t, "connection closed with requests pending")
+	r := rec.One(t, "connection closed with requests pending")
 	wantAttrs(t, r, map[string]any{"closed_by_host": false, "unanswered": "[tools/call#1]", "ws_code": 4001, "ws_reason": reason})
 	p.Close()
 }
