@@ -27,14 +27,11 @@ import (
 // goroutine behind: a connect, a refresh, a session's watcher or redial, a
 // server process's wait.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.Cleanup()
-	sdkCleanup()
-	if err := goleak.Find(); err != nil {
-		fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testserver.Cleanup()
+		sdkCleanup()
+		os.Exit(code)
+	}))
 }
 
 // waitFor bounds every wait on a real server; reaching it fails the test.

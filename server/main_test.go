@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -22,16 +20,7 @@ import (
 // TestMain fails the run if a test left a goroutine behind: a connection's
 // reader, an OnConnect, a tool call, a WebSocket's pinger, a session's
 // watcher.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitFor bounds every wait in these tests: a hang fails, it does not stall
 // the run.

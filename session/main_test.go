@@ -29,13 +29,10 @@ import (
 // left a goroutine behind: a redial loop, a connection's watcher, a held
 // request, a server process's wait.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.Cleanup()
-	if err := goleak.Find(); err != nil {
-		fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testserver.Cleanup()
+		os.Exit(code)
+	}))
 }
 
 // server is the server id every test gives its session; pinned texts name

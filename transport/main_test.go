@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -15,15 +14,10 @@ import (
 // a goroutine behind (a Process's wait goroutine, a WebSocket's pinger, a
 // server handler).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testserver.Cleanup()
+		os.Exit(code)
+	}))
 }
 
 // The helpers shared with the tests inside the package.

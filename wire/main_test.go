@@ -24,13 +24,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.Cleanup()
-	if err := goleak.Find(); err != nil {
-		fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testserver.Cleanup()
+		os.Exit(code)
+	}))
 }
 
 // server is the server id the tests give a Peer; every pinned text names it.

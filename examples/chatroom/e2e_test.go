@@ -27,16 +27,7 @@ import (
 
 // TestMain fails the run if a test left a goroutine behind: a session's
 // watcher, a connection's reader, the room's schedule.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitFor bounds every wait on a real connection.
 const waitFor = 15 * time.Second
