@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -46,35 +47,18 @@ func (h *Host) Tools() []Tool {
 	return out
 }
 
-// maxToolPages bounds tools/list paging against a server whose cursor never
-// ends.
-const maxToolPages = 1000
-
 // refreshNow lists a server's tools, following nextCursor, and keeps those
 // the policy allows. A listing that fails leaves the last one in place and
 // is logged.
 func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) {
-	var tools []protocol.Tool
-	seen := map[string]bool{}
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == maxToolPages {
-			h.log.Warn("tools/list went on past the page limit; keeping what was listed", "server", srv.cfg.ID, "pages", page)
-			break
-		}
-		var res protocol.ListToolsResult
-		err := sess.Call(ctx, protocol.MethodToolsList, protocol.ListToolsParams{Cursor: cursor}, &res,
-			wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
-		if err != nil {
-			h.log.Warn("listing tools failed; the last listing stands", "server", srv.cfg.ID, "error", err.Error())
-			return
-		}
-		tools = append(tools, res.Tools...)
-		if res.NextCursor == "" || seen[res.NextCursor] {
-			break
-		}
-		seen[res.NextCursor] = true
-		cursor = res.NextCursor
+	tools, err := sess.ListTools(ctx, wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
+	var stopped *session.ListingStoppedError
+	switch {
+	case errors.As(err, &stopped):
+		h.log.Warn("tools/list would not end; keeping what was listed", "server", srv.cfg.ID, "reason", stopped.Reason)
+	case err != nil:
+		h.log.Warn("listing tools failed; the last listing stands", "server", srv.cfg.ID, "error", err.Error())
+		return
 	}
 	allowed := tools[:0]
 	for _, t := range tools {

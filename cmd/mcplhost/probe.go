@@ -73,7 +73,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 
 	st := sess.State()
 	rep := newProbeReport(st)
-	rep.Tools, err = listTools(ctx, sess)
+	rep.Tools, err = sess.ListTools(ctx)
 	if err != nil {
 		rep.ToolsError = err.Error()
 	}
@@ -144,36 +144,9 @@ func openProbeStream(ctx context.Context, f probeFlags, log *slog.Logger) (trans
 		transport.StdioOptions{Logger: log.With("server", f.id)})
 }
 
-// maxToolPages bounds tools/list paging against a server whose cursor never
-// ends.
-const maxToolPages = 1000
-
 // caller makes requests: a session, or a bare peer.
 type caller interface {
 	Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error
-}
-
-// listTools lists every tool, following nextCursor.
-func listTools(ctx context.Context, peer caller) ([]protocol.Tool, error) {
-	var tools []protocol.Tool
-	seen := map[string]bool{}
-	cursor := ""
-	for range maxToolPages {
-		var page protocol.ListToolsResult
-		if err := peer.Call(ctx, protocol.MethodToolsList, protocol.ListToolsParams{Cursor: cursor}, &page); err != nil {
-			return tools, err
-		}
-		tools = append(tools, page.Tools...)
-		if page.NextCursor == "" {
-			return tools, nil
-		}
-		if seen[page.NextCursor] {
-			return tools, fmt.Errorf("the server repeated the tools/list cursor %q; listing stopped", page.NextCursor)
-		}
-		seen[page.NextCursor] = true
-		cursor = page.NextCursor
-	}
-	return tools, fmt.Errorf("tools/list went past %d pages; listing stopped", maxToolPages)
 }
 
 // callTool makes one call and renders its outcome as an agent would read it.

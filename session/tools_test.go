@@ -1,0 +1,49 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/wire"
+)
+
+// TestListToolsPagesAndStops: ListTools follows nextCursor, and stops with
+// what it has when a server repeats a cursor.
+func TestListToolsPagesAndStops(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cursors map[string]string // cursor asked -> nextCursor answered
+		want    int               // tools listed
+		stopped bool
+	}{
+		{"three pages", map[string]string{"": "p1", "p1": "p2", "p2": ""}, 3, false},
+		{"a repeated cursor", map[string]string{"": "p1", "p1": "p1"}, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hostEnd, srvEnd := transport.Pipe(0)
+			srv := wire.NewPeer(srvEnd, wire.Options{Logger: discard, Handler: wire.HandlerFunc(func(_ context.Context, r *wire.Request) (any, error) {
+				switch r.Method {
+				case protocol.MethodInitialize:
+					return protocol.InitializeResult{Capabilities: protocol.ServerCapabilities{Tools: json.RawMessage(`{}`)}}, nil
+				case protocol.MethodToolsList:
+					var p protocol.ListToolsParams
+					json.Unmarshal(r.Params, &p)
+					return protocol.ListToolsResult{Tools: []protocol.Tool{{Name: "t" + p.Cursor}}, NextCursor: tc.cursors[p.Cursor]}, nil
+				}
+				return nil, nil
+			})})
+			defer srv.Close()
+			s := open(t, session.Config{ID: server, Dial: func(context.Context) (transport.Stream, error) { return hostEnd, nil }, Logger: discard})
+			tools, err := s.ListTools(context.Background())
+			var stopped *session.ListingStoppedError
+			if len(tools) != tc.want || errors.As(err, &stopped) != tc.stopped || (!tc.stopped && err != nil) {
+				t.Fatalf("ListTools = %d tools, %v; want %d tools, stopped %v", len(tools), err, tc.want, tc.stopped)
+			}
+		})
+	}
+}
