@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // fake is a plain MCP server the test drives by hand, over WebSocket on

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mcpl-go/mcpl/wire"
+	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
 // The texts a caller reads, written out here as the issue gives them, so a

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // Tool is a server's tool as callers see it.

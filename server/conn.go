@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // Conn is one connection to a host: its policy, and the methods that send

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
-	"github.com/mcpl-go/mcpl/session"
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // sessionHost records what a session admits from the server.

@@ -9,10 +9,10 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // pretendHost serves s on one end of an in-memory pipe and returns a bare

@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // TestMain fails the run if a test left a goroutine behind: a connection's

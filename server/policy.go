@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // Policy is the capability grant a host sent in featureSets/update (SPEC

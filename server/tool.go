@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // Tool describes a tool (MCP tools/list).

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 type greetArgs struct {

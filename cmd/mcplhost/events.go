@@ -6,9 +6,9 @@ import (
 	"io"
 	"sync"
 
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // eventLog keeps the privileged messages a server sends and the admission

@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
 )
 
 // probeReport is what probe found, printed as text or as JSON.

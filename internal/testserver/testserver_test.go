@@ -10,9 +10,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
-	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
 type lines []string

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
 // Options configures a Peer. The zero value is usable: no name, no handler

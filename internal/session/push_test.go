@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
 )
 
 // pushParams is a well-formed push/event for featureSet.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
 func TestPipeMessagesCrossInOrder(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // requiredCapability maps each privileged inbound method to the capability

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
 // noiseLines are what real servers print on stdout besides messages.

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // conn is one connection of a session: from dial to close.

@@ -14,10 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
-	"github.com/mcpl-go/mcpl/transport"
 )
 
 // policyParams decodes a featureSets/update's params, failing unless all

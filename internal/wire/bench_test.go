@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	. "github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/transport"
-	. "github.com/mcpl-go/mcpl/wire"
 )
 
 // The benchmarks compare a Call round trip with the floor: a raw line echo

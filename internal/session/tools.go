@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // MaxToolPages bounds tools/list paging against a server whose cursor never

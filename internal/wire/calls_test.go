@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
 // Texts the issue does not list, which the package gives for a call its

@@ -8,9 +8,9 @@ import (
 	"testing/synctest"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/session"
-	"github.com/mcpl-go/mcpl/wire"
 )
 
 // These tests play the server by hand inside a synctest bubble, so "held"

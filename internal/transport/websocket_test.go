@@ -20,7 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
 // wsServer runs handler for each WebSocket connection on an httptest server

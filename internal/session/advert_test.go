@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/grant"
-	"github.com/mcpl-go/mcpl/session"
+	"github.com/mcpl-go/mcpl/internal/session"
 )
 
 func TestHostAdvertisementDefault(t *testing.T) {

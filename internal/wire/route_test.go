@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpl-go/mcpl/transport"
-	"github.com/mcpl-go/mcpl/wire"
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
 // The server's request ids collide with ours (both count from 1). Inbound

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
-	"github.com/mcpl-go/mcpl/transport"
+	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
 // TestMain removes the built test server and then checks that no test left

@@ -19,8 +19,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
+	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/transport"
 )
 
 // spawn starts cmd and stops it when the test ends.
