@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,9 +39,14 @@ type WebSocketOptions struct {
 }
 
 // WebSocket is a Stream over a WebSocket connection: one JSON-RPC message
-// per text frame. A received frame is also split on newlines, since some
-// peers put several messages, or a trailing newline, in one frame. Binary
-// frames are ignored.
+// per text frame. A received frame that holds one JSON value is one message
+// whatever whitespace and newlines it holds, since pretty-printed JSON is
+// legal and must not be cut at its newlines; the whitespace around the value
+// is trimmed, since some peers end a frame with a newline. Only a frame that
+// is not one JSON value is split on newlines into its non-blank lines, since
+// some peers put several messages, one a line, in one frame (a line that is
+// not a message is left for the layer above to skip). Binary frames are
+// ignored.
 type WebSocket struct {
 	c       *websocket.Conn
 	max     int
@@ -188,6 +194,12 @@ func (ws *WebSocket) Read() ([]byte, error) {
 		if err != nil {
 			return nil, ws.readFailed(err, len(data))
 		}
+		// One scan decides: a frame that is one JSON value (json.Valid
+		// allows whitespace around it) is one message, its interior kept
+		// as it is. Pending is empty here, so it can be returned at once.
+		if json.Valid(data) {
+			return bytes.Trim(data, jsonSpace), nil
+		}
 		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 			if len(bytes.TrimSpace(line)) > 0 {
 				ws.pending = append(ws.pending, trimEOL(line))
@@ -195,6 +207,9 @@ func (ws *WebSocket) Read() ([]byte, error) {
 		}
 	}
 }
+
+// jsonSpace is the whitespace JSON allows around a value.
+const jsonSpace = " \t\r\n"
 
 func (ws *WebSocket) readFailed(err error, got int) error {
 	if ws.closing.Load() {

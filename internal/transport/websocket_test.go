@@ -113,6 +113,101 @@ func TestWebSocketReadFrames(t *testing.T) {
 	}
 }
 
+// A frame that holds one JSON value is one message, however it is spread
+// over lines; only a frame that is not one JSON value is split into lines.
+func TestWebSocketReadFrameMessages(t *testing.T) {
+	t.Parallel()
+	const pretty = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"result\": {\n    \"tools\": [\n      1,\n      2\n    ]\n  }\n}"
+	const prettyCRLF = "{\r\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 2,\r\n  \"result\": {}\r\n}"
+	for _, tc := range []struct {
+		name   string
+		frames []string
+		want   []string
+	}{
+		{
+			name:   "pretty-printed object, trailing newline",
+			frames: []string{pretty + "\n"},
+			want:   []string{pretty},
+		},
+		{
+			name:   "pretty-printed object, CRLF line ends",
+			frames: []string{prettyCRLF + "\r\n"},
+			want:   []string{prettyCRLF},
+		},
+		{
+			name:   "pretty-printed, whitespace before and after",
+			frames: []string{"\r\n \t" + pretty + " \n\n"},
+			want:   []string{pretty},
+		},
+		{
+			name:   "pretty-printed batch array",
+			frames: []string{"[\n  {\"jsonrpc\": \"2.0\", \"method\": \"a\"},\n  {\"jsonrpc\": \"2.0\", \"method\": \"b\"}\n]\n"},
+			want:   []string{"[\n  {\"jsonrpc\": \"2.0\", \"method\": \"a\"},\n  {\"jsonrpc\": \"2.0\", \"method\": \"b\"}\n]"},
+		},
+		{
+			name:   "compact message, trailing newline",
+			frames: []string{`{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"},
+			want:   []string{`{"jsonrpc":"2.0","id":3,"result":{}}`},
+		},
+		{
+			name:   "compact message, trailing CRLF",
+			frames: []string{`{"jsonrpc":"2.0","id":3,"result":{}}` + "\r\n"},
+			want:   []string{`{"jsonrpc":"2.0","id":3,"result":{}}`},
+		},
+		{
+			name:   "two compact messages in one frame",
+			frames: []string{`{"jsonrpc":"2.0","id":4,"result":{}}` + "\n" + `{"jsonrpc":"2.0","method":"n"}` + "\n"},
+			want:   []string{`{"jsonrpc":"2.0","id":4,"result":{}}`, `{"jsonrpc":"2.0","method":"n"}`},
+		},
+		{
+			name:   "two compact messages, CRLF and a blank line",
+			frames: []string{`{"id":5}` + "\r\n\r\n" + `{"id":6}` + "\r\n"},
+			want:   []string{`{"id":5}`, `{"id":6}`},
+		},
+		{
+			name:   "noise then a message",
+			frames: []string{"not json\n" + `{"jsonrpc":"2.0","method":"x"}`},
+			want:   []string{"not json", `{"jsonrpc":"2.0","method":"x"}`},
+		},
+		{
+			name:   "whitespace-only frame yields nothing",
+			frames: []string{" \r\n\t\n", `{"jsonrpc":"2.0","method":"next"}`},
+			want:   []string{`{"jsonrpc":"2.0","method":"next"}`},
+		},
+		{
+			name:   "empty frame yields nothing",
+			frames: []string{"", `{"jsonrpc":"2.0","method":"next"}`},
+			want:   []string{`{"jsonrpc":"2.0","method":"next"}`},
+		},
+		{
+			name:   "a frame after a pretty-printed one",
+			frames: []string{pretty + "\n", `{"id":7}`},
+			want:   []string{pretty, `{"id":7}`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+				ctx := context.Background()
+				for _, f := range tc.frames {
+					if err := c.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
+						return
+					}
+				}
+				c.Close(websocket.StatusNormalClosure, "")
+			})
+			ws := dial(t, url, transport.WebSocketOptions{PingInterval: -1})
+			got, err := readUntilErr(t, ws, testTimeout)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("messages from frames %q (-want +got):\n%s", tc.frames, diff)
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("Read at the peer's close = %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
 func TestWebSocketWriteOneFramePerMessage(t *testing.T) {
 	t.Parallel()
 	type frame struct {
