@@ -14,13 +14,14 @@ import (
 
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
-// Texts the issue does not list, which the package gives for a call its
-// caller abandoned and for an answer it could not read.
+// The texts for a call its caller abandoned and for an answer that could
+// not be decoded into the caller's result (encoding/json's words).
 const (
-	textCanceled  = `The request to the "discord" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`
-	textBadAnswer = `The "discord" server answered in a form this host couldn't read, so whether the request took effect is unknown. Check its effect before trying again.`
+	textCanceled  = `tools/call to "discord": abandoned by its caller before an answer`
+	textBadAnswer = `tools/call to "discord": the answer could not be read: json: cannot unmarshal string into Go struct field .N of type int`
 )
 
 // A late answer to an abandoned call is dropped with a debug line, a stray
@@ -36,7 +37,11 @@ func TestLateAnswerDropped(t *testing.T) {
 		if took := time.Since(start); took != time.Second {
 			t.Errorf("abandoned after %v, want 1s", took)
 		}
-		checkText(t, callError(t, err, wire.NoResponse, wire.CauseDeadline), textDeadline1)
+		ce := callError(t, err, wire.NoResponse, wire.CauseDeadline)
+		checkText(t, ce, `slow/op to "discord": no answer within 1s`)
+		if ce.Timeout != time.Second || ce.ID != 1 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("CallError fields: %+v", ce)
+		}
 
 		far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{"late":true}}`, m.ID)
 		far.send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
@@ -59,16 +64,16 @@ func TestLateAnswerDropped(t *testing.T) {
 		if n := len(rec.Find("answer to no request of ours dropped")); n != 2 {
 			t.Errorf("%d stray answers logged, want 2", n)
 		}
-		if len(rec.Find("server answered with an error")) != 0 {
+		if len(rec.Find("answered with an error")) != 0 {
 			t.Error("a stray error answer was taken for one of ours")
 		}
 	})
 }
 
-// Sub-second and fractional deadlines round up to whole seconds in the
-// text; the log keeps the milliseconds. A connection default applies when
-// the call sets none.
-func TestDeadlineRounding(t *testing.T) {
+// A deadline is shown as it was set: whole seconds as "60s", anything else
+// as a time.Duration prints ("1.5s", "200ms"), never rounded; the log keeps
+// the milliseconds. A connection default applies when the call sets none.
+func TestDeadlineShownAsSet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		def  time.Duration
@@ -77,10 +82,11 @@ func TestDeadlineRounding(t *testing.T) {
 		text string
 		ms   int64
 	}{
-		{"1500ms", 0, []wire.CallOption{wire.WithTimeout(1500 * time.Millisecond)}, 1500 * time.Millisecond, textDeadline2, 1500},
-		{"200ms", 0, []wire.CallOption{wire.WithTimeout(200 * time.Millisecond)}, 200 * time.Millisecond, textDeadline1, 200},
-		{"default 2500ms", 2500 * time.Millisecond, nil, 2500 * time.Millisecond, textDeadline3, 2500},
+		{"1500ms", 0, []wire.CallOption{wire.WithTimeout(1500 * time.Millisecond)}, 1500 * time.Millisecond, `tools/call to "discord": no answer within 1.5s`, 1500},
+		{"200ms", 0, []wire.CallOption{wire.WithTimeout(200 * time.Millisecond)}, 200 * time.Millisecond, `tools/call to "discord": no answer within 200ms`, 200},
+		{"default 2500ms", 2500 * time.Millisecond, nil, 2500 * time.Millisecond, `tools/call to "discord": no answer within 2.5s`, 2500},
 		{"override of default", time.Hour, []wire.CallOption{wire.WithTimeout(time.Second)}, time.Second, textDeadline1, 1000},
+		{"90s", 0, []wire.CallOption{wire.WithTimeout(90 * time.Second)}, 90 * time.Second, `tools/call to "discord": no answer within 90s`, 90000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -113,8 +119,8 @@ func TestCallCanceledByCaller(t *testing.T) {
 		cancel()
 		ce := callError(t, <-errc, wire.NoResponse, wire.CauseCanceled)
 		checkText(t, ce, textCanceled)
-		if !errors.Is(ce, context.Canceled) {
-			t.Errorf("Err = %v", ce.Err)
+		if !errors.Is(ce, context.Canceled) || ce.Timeout != 0 || ce.ID != 1 {
+			t.Errorf("CallError fields: %+v (Err %v)", ce, ce.Err)
 		}
 		r := rec.One(t, "request abandoned by its caller")
 		wantAttrs(t, r, map[string]any{"method": "tools/call", "id": 1})
@@ -135,28 +141,41 @@ func TestAnswerShapes(t *testing.T) {
 		{"error with data", `{"jsonrpc":"2.0","id":%s,"error":{"code":-32042,"message":"Rate limited.","data":{"retryAfter":5}}}`,
 			func(t *testing.T, _ json.RawMessage, err error) {
 				ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-				if ce.Code != -32042 || ce.Message != "Rate limited." || string(ce.Data) != `{"retryAfter":5}` {
-					t.Errorf("kept %d %q %s", ce.Code, ce.Message, ce.Data)
+				if a := ce.Answer; a == nil || a.Code != -32042 || a.Message != "Rate limited." || string(a.Data) != `{"retryAfter":5}` {
+					t.Errorf("kept %+v", a)
 				}
-				checkText(t, ce, textErrorAnswerPrefix+"Rate limited.")
+				var pe *protocol.Error
+				if !errors.As(err, &pe) || pe.Code != -32042 || pe.Message != "Rate limited." || string(pe.Data) != `{"retryAfter":5}` {
+					t.Errorf("errors.As reached %+v", pe)
+				}
+				checkText(t, ce, `x to "discord": error -32042: Rate limited.`)
+				if strings.Contains(ce.Error(), "retryAfter") {
+					t.Errorf("the answer's data reached the text: %s", ce.Error())
+				}
 			}},
 		{"string code", `{"jsonrpc":"2.0","id":%s,"error":{"code":"E_CHANNEL","message":"No such channel."}}`,
 			func(t *testing.T, _ json.RawMessage, err error) {
 				ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-				if got := ce.Error(); got != textErrorAnswerPrefix+"No such channel." {
-					t.Errorf("text %q", got)
+				checkText(t, ce, `x to "discord": error 0: No such channel.`)
+				if ce.Answer.Code != 0 || ce.Answer.Message != "No such channel." {
+					t.Errorf("kept %+v", ce.Answer)
 				}
 			}},
 		{"error as a string", `{"jsonrpc":"2.0","id":%s,"error":"Server exploded."}`,
 			func(t *testing.T, _ json.RawMessage, err error) {
 				ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-				if got := ce.Error(); got != textErrorAnswerPrefix+"Server exploded." {
-					t.Errorf("text %q", got)
+				checkText(t, ce, `x to "discord": error -32603: Server exploded.`)
+				if ce.Answer.Code != protocol.CodeInternalError || ce.Answer.Message != "Server exploded." {
+					t.Errorf("kept %+v", ce.Answer)
 				}
 			}},
 		{"error without message", `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000}}`,
 			func(t *testing.T, _ json.RawMessage, err error) {
-				checkText(t, callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer), textErrorNoWords)
+				ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
+				checkText(t, ce, `x to "discord": error -32000`)
+				if ce.Answer.Code != -32000 || ce.Answer.Message != "" || ce.Answer.Data != nil {
+					t.Errorf("kept %+v", ce.Answer)
+				}
 			}},
 		{"error null beside a result", `{"jsonrpc":"2.0","id":%s,"result":{"ok":true},"error":null}`,
 			func(t *testing.T, res json.RawMessage, err error) {
@@ -205,9 +224,15 @@ func TestBadAnswer(t *testing.T) {
 	go func() { errc <- p.Call(testCtx(t), "tools/call", nil, &res) }()
 	m := far.mustRead()
 	far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{"N":"not a number"}}`, m.ID)
-	ce := callError(t, <-errc, wire.BadResponse, wire.CauseBadAnswer)
+	err := <-errc
+	ce := callError(t, err, wire.BadResponse, wire.CauseBadAnswer)
 	checkText(t, ce, textBadAnswer)
-	wantAttrs(t, rec.One(t, "server's answer could not be decoded"), map[string]any{"method": "tools/call", "id": 1})
+	var jerr *json.UnmarshalTypeError
+	if !errors.As(err, &jerr) || ce.ID != 1 || ce.Answer != nil {
+		t.Errorf("CallError fields: %+v (Err %v)", ce, ce.Err)
+	}
+	wantAttrs(t, rec.One(t, "the answer could not be decoded"),
+		map[string]any{"method": "tools/call", "id": 1, "error": "json: cannot unmarshal string into Go struct field .N of type int"})
 }
 
 // Params that can't be encoded fail the call before anything is written.
@@ -287,7 +312,7 @@ func TestNoiseOverPipe(t *testing.T) {
 }
 
 // A message over the size limit closes the connection: the log says so,
-// and the pending call reads as a connection that closed, since this host
+// and the pending call reads as a connection that closed, since this side
 // did not choose to close it.
 func TestOversizeOverPipe(t *testing.T) {
 	a, b := transport.Pipe(64)
@@ -299,11 +324,14 @@ func TestOversizeOverPipe(t *testing.T) {
 	far.mustRead()
 	far.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":"` + strings.Repeat("x", 100) + `"}}`)
 	ce := callError(t, <-errc, wire.NoResponse, wire.CauseClosed)
-	checkText(t, ce, textClosedReconnecting)
+	checkText(t, ce, textClosedPending)
+	if !ce.Reconnecting {
+		t.Error("the pending call does not record the reconnect")
+	}
 	waitDone(t, p)
 	var tl *transport.TooLargeError
-	if !errors.As(p.Err(), &tl) || !p.ClosedByHost() {
-		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
+	if !errors.As(p.Err(), &tl) || !p.ClosedHere() {
+		t.Errorf("Err = %v, ClosedHere = %v", p.Err(), p.ClosedHere())
 	}
 	r := rec.One(t, "message over the size limit; closing the connection")
 	if r.Level != slog.LevelError {
@@ -314,9 +342,13 @@ func TestOversizeOverPipe(t *testing.T) {
 		t.Errorf("seen_bytes %v", r.Attrs["seen_bytes"])
 	}
 	wantAttrs(t, rec.One(t, "connection closed with requests pending"),
-		map[string]any{"closed_by_host": true, "unanswered": "[tools/call#1]"})
+		map[string]any{"closed_here": true, "unanswered": "[tools/call#1]"})
 	err := p.Call(testCtx(t), "tools/call", nil, nil)
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentReconnect)
+	ce = callError(t, err, wire.NotSent, wire.CauseClosed)
+	checkText(t, ce, textNotSentClosed)
+	if !ce.Reconnecting {
+		t.Error("the call after the close does not record the reconnect")
+	}
 }
 
 // breakingStream breaks off a write of a message containing "break", as a
@@ -339,20 +371,20 @@ func TestPartialWrite(t *testing.T) {
 	p, rec := newPeer(t, &breakingStream{a}, wire.Options{})
 	err := p.Call(testCtx(t), "break", nil, nil)
 	ce := callError(t, err, wire.NoResponse, wire.CauseClosed)
-	checkText(t, ce, textClosedNoReconnect)
-	if !errors.Is(err, transport.ErrPartialWrite) {
-		t.Errorf("Err = %v", ce.Err)
+	checkText(t, ce, `break to "discord": the connection closed before an answer`)
+	if !errors.Is(err, transport.ErrPartialWrite) || ce.Reconnecting {
+		t.Errorf("CallError fields: %+v (Err %v)", ce, ce.Err)
 	}
 	wantAttrs(t, rec.One(t, "request written in part; the connection is closed"), map[string]any{"method": "break", "id": 1})
 	waitDone(t, p)
-	if !p.ClosedByHost() {
-		t.Error("ClosedByHost is false after a broken write")
+	if !p.ClosedHere() {
+		t.Error("ClosedHere is false after a broken write")
 	}
 	err = p.Call(testCtx(t), "next", nil, nil)
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentNoReconnect)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), `next to "discord" not sent: the connection is closed`)
 }
 
-// Close while many calls are in flight: each fails with a host-close text,
+// Close while many calls are in flight: each fails as closed on this side,
 // none hangs, and Close is safe to repeat.
 func TestCloseWithManyCallsInFlight(t *testing.T) {
 	p, far, _ := pipePeer(t, wire.Options{})
@@ -374,25 +406,65 @@ func TestCloseWithManyCallsInFlight(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		ce, ok := err.(*wire.CallError)
-		if !ok || ce.Cause != wire.CauseHostClosed {
+		if !ok || ce.Cause != wire.CauseClosedHere {
 			t.Fatalf("got %v", err)
 		}
 		switch ce.Outcome {
 		case wire.NoResponse:
-			checkText(t, ce, textHostClosedPending)
+			checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosedHere),
+				`x to "discord": the connection was closed on this side before an answer`)
 		case wire.NotSent:
-			checkText(t, ce, textNotSentHostClosed)
+			checkText(t, callError(t, err, wire.NotSent, wire.CauseClosedHere),
+				`x to "discord" not sent: the connection was closed on this side`)
 		default:
 			t.Fatalf("outcome %v", ce.Outcome)
 		}
 	}
 }
 
-// NotSentError gives a layer between connections the same words.
+// NotSentError gives a layer between connections the same error a closed
+// connection does: not sent, the connection closed, the method named, no id,
+// and whether this side is reconnecting recorded but not worded.
 func TestNotSentError(t *testing.T) {
-	checkText(t, wire.NotSentError(server, true), textNotSentReconnect)
-	checkText(t, wire.NotSentError(server, false), textNotSentNoReconnect)
-	if ce := wire.NotSentError(server, false); ce.Outcome != wire.NotSent || ce.Cause != wire.CauseClosed {
-		t.Errorf("got %+v", ce)
+	for _, recon := range []bool{true, false} {
+		err := error(wire.NotSentError(server, "tools/call", recon))
+		ce := callError(t, err, wire.NotSent, wire.CauseClosed)
+		checkText(t, ce, textNotSentClosed)
+		if ce.Reconnecting != recon || ce.Server != server || ce.Method != "tools/call" || ce.ID != 0 || ce.Err != nil || ce.Answer != nil {
+			t.Errorf("NotSentError(%q, %q, %v) = %+v", server, "tools/call", recon, ce)
+		}
 	}
+	checkText(t, wire.NotSentError("", "tools/list", false), `tools/list not sent: the connection is closed`)
+	checkText(t, wire.NotSentError(server, "", false), `request to "discord" not sent: the connection is closed`)
+}
+
+// A peer with no name is named in no text: the subject is the method alone,
+// and the log carries no server attribute.
+func TestNamelessPeer(t *testing.T) {
+	a, b := transport.Pipe(0)
+	t.Cleanup(func() { b.Close() })
+	rec := newRecorder()
+	p := wire.NewPeer(a, wire.Options{Logger: rec.Logger()})
+	t.Cleanup(func() { p.Close() })
+	far := &farEnd{t: t, s: b}
+	if p.Name() != "" {
+		t.Fatalf("Name() = %q", p.Name())
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- p.Call(testCtx(t), "tools/call", nil, nil) }()
+	m := far.mustRead()
+	far.sendf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"Unknown tool: \"x\"\nTry tools/list."}}`, m.ID)
+	ce := callError(t, <-errc, wire.ErrorResponse, wire.CauseErrorAnswer)
+	checkText(t, ce, `tools/call: error -32602: Unknown tool: "x" Try tools/list.`)
+	if ce.Server != "" || ce.ID != 1 {
+		t.Errorf("CallError fields: %+v", ce)
+	}
+	noAttrs(t, rec.One(t, "answered with an error"), "server")
+
+	p.Close()
+	checkText(t, callError(t, p.Call(testCtx(t), "ping", nil, nil), wire.NotSent, wire.CauseClosedHere),
+		`ping not sent: the connection was closed on this side`)
+	checkText(t, callError(t, p.Notify(testCtx(t), "notifications/cancelled", nil), wire.NotSent, wire.CauseClosedHere),
+		`notifications/cancelled not sent: the connection was closed on this side`)
 }

@@ -8,14 +8,16 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Handler answers the other side's requests and takes its notifications.
 // The peer calls it from one goroutine, in arrival order; the next message
 // waits until it returns, so a handler with long work hands it off (see
 // Request.Defer). For a request, the returned result is the answer; an
-// *Error is sent as that JSON-RPC error; ErrMethodNotFound becomes
-// CodeMethodNotFound; any other error, or a panic, becomes CodeInternalError
+// *protocol.Error is sent as that JSON-RPC error; ErrMethodNotFound becomes
+// protocol.CodeMethodNotFound; any other error, or a panic, becomes protocol.CodeInternalError
 // with an operator log line. For a notification the result is ignored and
 // an error logged. A handler must not call the peer's Close itself; it may
 // start a goroutine that does.
@@ -73,6 +75,7 @@ type Request struct {
 	id       json.RawMessage // nil for a notification
 	peer     *Peer
 	deferred bool
+	owed     bool // counted in the peer's owed answers until answered
 	once     sync.Once
 }
 
@@ -89,6 +92,10 @@ func (r *Request) ID() json.RawMessage { return r.id }
 // calls do nothing. For a notification, the function does nothing.
 func (r *Request) Defer() func(result any, err error) {
 	r.deferred = true
+	if r.id != nil && !r.owed {
+		r.owed = true
+		r.peer.owed.add()
+	}
 	return func(result any, err error) { r.reply(result, err) }
 }
 
@@ -97,7 +104,12 @@ func (r *Request) reply(result any, err error) {
 	if r.id == nil {
 		return
 	}
-	r.once.Do(func() { r.peer.respond(r, result, err) })
+	r.once.Do(func() {
+		r.peer.respond(r, result, err)
+		if r.owed {
+			r.peer.owed.done()
+		}
+	})
 }
 
 // respond writes the answer to an inbound request.
@@ -105,15 +117,15 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	var body []byte
 	var merr error
 	if err != nil {
-		var e *Error
+		var e *protocol.Error
 		switch {
 		case errors.As(err, &e) && e != nil:
 		case errors.Is(err, ErrMethodNotFound):
-			e = &Error{Code: CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
+			e = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
 		default:
 			p.log.Error("handler failed", slog.String("method", r.Method),
 				slog.String("id", boundForLog(string(r.id), 64)), slog.String("error", err.Error()))
-			e = &Error{Code: CodeInternalError, Message: "internal error"}
+			e = &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}
 		}
 		body, merr = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: e})
 	} else {
@@ -121,7 +133,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	}
 	if merr != nil {
 		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
-		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &Error{Code: CodeInternalError, Message: "internal error"}})
+		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
 	}
 	if werr := p.s.Write(p.wctx, body); werr != nil && p.wctx.Err() == nil {
 		p.log.Warn("answer not written", slog.String("method", r.Method), slog.String("error", werr.Error()))
@@ -157,7 +169,7 @@ func (p *Peer) enqueue(r *Request) {
 		return
 	}
 	p.log.Warn("inbound queue full; request refused", slog.String("method", r.Method))
-	r.reply(nil, &Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
+	r.reply(nil, &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
 }
 
 // dispatch runs the handler on queued messages, in order, until the
@@ -292,4 +304,42 @@ func (l *noiseLog) flush(log *slog.Logger) {
 	if l.n > noiseLogged {
 		log.Debug("lines skipped as not JSON-RPC messages", slog.Int("count", l.n))
 	}
+}
+
+// owedAnswers counts the answers handlers deferred and have not yet given,
+// so that a connection the other side ended still takes them for a while.
+type owedAnswers struct {
+	mu   sync.Mutex
+	n    int
+	none chan struct{} // closed while n is 0
+}
+
+func (o *owedAnswers) init() {
+	o.none = make(chan struct{})
+	close(o.none)
+}
+
+func (o *owedAnswers) add() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == 0 {
+		o.none = make(chan struct{})
+	}
+	o.n++
+}
+
+func (o *owedAnswers) done() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n--
+	if o.n == 0 {
+		close(o.none)
+	}
+}
+
+// paid is closed once no answer is owed.
+func (o *owedAnswers) paid() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.none
 }

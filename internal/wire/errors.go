@@ -1,9 +1,11 @@
 package wire
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Outcome says what is known about a failed request's effect. Code decides
@@ -38,15 +40,15 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// Cause refines an Outcome: it picks the text an agent reads.
+// Cause refines an Outcome: the layers above pick their own words from it.
 type Cause int
 
 const (
 	// CauseClosed: the connection was closed by the peer or failed
 	// (Outcome NotSent: before the call; NoResponse: while it waited).
 	CauseClosed Cause = iota + 1
-	// CauseHostClosed: this host closed the connection.
-	CauseHostClosed
+	// CauseClosedHere: this side closed the connection (Peer.Close).
+	CauseClosedHere
 	// CauseWriteFailed: the transport refused the write.
 	CauseWriteFailed
 	// CauseDeadline: the call's deadline passed.
@@ -59,69 +61,124 @@ const (
 	CauseBadAnswer
 )
 
-// CallError is a failed outbound request. Its Error method returns the text
-// an agent reads; the fields carry what code and operators need.
+// Sentinels a *CallError matches with errors.Is. A JSON-RPC error answer
+// is reached with errors.As and a *protocol.Error instead.
+var (
+	// ErrConnClosed: the request failed because the connection is closed,
+	// by the peer or by this side, before it was sent or while it waited.
+	ErrConnClosed = errors.New("connection closed")
+	// ErrNotSent: nothing was written, so the request did not take effect.
+	ErrNotSent = errors.New("request not sent")
+	// ErrNoAnswer: the request was sent (or may have been) and no answer
+	// came, or one that could not be read: it may have taken effect.
+	ErrNoAnswer = errors.New("no answer to the request")
+)
+
+// CallError is a failed outbound request. Its Error method returns an
+// operator's one-line account (method, peer, what happened); the words an
+// agent reads are chosen from its fields by the layer that knows the agent
+// (package host), never taken from Error. It matches ErrConnClosed,
+// ErrNotSent and ErrNoAnswer with errors.Is as its outcome and cause say,
+// and an error answer's *protocol.Error with errors.As.
 type CallError struct {
 	Outcome Outcome
 	Cause   Cause
-	// Server names the peer in texts.
+	// Server names the peer (the Peer's Options.Name).
 	Server string
-	// Method and ID identify the request (for logs, never for texts).
+	// Method and ID identify the request (ID 0 for a notification).
 	Method string
 	ID     int64
-	// Reconnecting records whether this host was reconnecting to the peer
+	// Reconnecting records whether this side was reconnecting to the peer
 	// when the call failed on a closed connection.
 	Reconnecting bool
 	// Timeout is the deadline that passed, for CauseDeadline.
 	Timeout time.Duration
-	// Code, Message and Data are the peer's error answer, for
-	// ErrorResponse.
-	Code    int64
-	Message string
-	Data    json.RawMessage
+	// Answer is the peer's error answer, for ErrorResponse.
+	Answer *protocol.Error
 	// Err is the underlying error, if any (a transport's, a decoder's, a
 	// context's).
 	Err error
 }
 
-// Error returns the agent-facing text.
+// Error returns the operator's account, such as
+//
+//	tools/call to "chat": no answer within 60s
 func (e *CallError) Error() string {
+	subject := e.Method
+	if subject == "" {
+		subject = "request"
+	}
+	if e.Server != "" {
+		subject += fmt.Sprintf(" to %q", e.Server)
+	}
 	switch e.Cause {
 	case CauseClosed:
-		if e.Outcome == NotSent {
-			return textNotSentClosed(e.Server, e.Reconnecting)
+		switch {
+		case e.Outcome == NotSent:
+			return subject + " not sent: the connection is closed"
+		case e.ID == 0:
+			return subject + ": the connection closed while it was written"
 		}
-		return textClosedPending(e.Server, e.Reconnecting)
-	case CauseHostClosed:
+		return subject + ": the connection closed before an answer"
+	case CauseClosedHere:
 		if e.Outcome == NotSent {
-			return textNotSentHostClosed(e.Server)
+			return subject + " not sent: the connection was closed on this side"
 		}
-		return textHostClosedPending(e.Server)
+		return subject + ": the connection was closed on this side before an answer"
 	case CauseWriteFailed:
-		return textNotWritten(e.Server)
+		return subject + " not sent: the write failed: " + errText(e.Err)
 	case CauseDeadline:
-		return textDeadline(e.Server, e.Timeout)
+		return subject + ": no answer within " + ShortDuration(e.Timeout)
 	case CauseCanceled:
-		return textCanceled(e.Server)
+		return subject + ": abandoned by its caller before an answer"
 	case CauseErrorAnswer:
-		if w := serverWords(e.Message); w != "" {
-			return textErrorAnswer(e.Server, w)
+		if e.Answer == nil {
+			return subject + ": answered with an error"
 		}
-		return textErrorAnswerNoWords(e.Server)
-	case CauseBadAnswer:
-		return textBadAnswer(e.Server)
+		words := OneLine(e.Answer.Message, 500)
+		if words == "" {
+			return fmt.Sprintf("%s: error %d", subject, e.Answer.Code)
+		}
+		return fmt.Sprintf("%s: error %d: %s", subject, e.Answer.Code, words)
 	}
-	return textBadAnswer(e.Server)
+	return subject + ": the answer could not be read: " + errText(e.Err)
 }
 
-// Unwrap returns the underlying error.
-func (e *CallError) Unwrap() error { return e.Err }
+// errText is an underlying error's words, as one bounded line.
+func errText(err error) string {
+	if err == nil {
+		return "unknown"
+	}
+	return OneLine(err.Error(), 500)
+}
+
+// Unwrap returns the sentinels the error matches, the peer's error answer,
+// and the underlying error.
+func (e *CallError) Unwrap() []error {
+	var out []error
+	switch e.Outcome {
+	case NotSent:
+		out = append(out, ErrNotSent)
+	case NoResponse, BadResponse:
+		out = append(out, ErrNoAnswer)
+	}
+	if e.Cause == CauseClosed || e.Cause == CauseClosedHere {
+		out = append(out, ErrConnClosed)
+	}
+	if e.Answer != nil {
+		out = append(out, e.Answer)
+	}
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	return out
+}
 
 // NotSentError returns the error for a request that could not be sent
 // because there is no open connection to server: reconnecting says whether
-// this host is reconnecting to it. It lets a layer that holds no connection
-// at the moment (a session between reconnects) fail a call in the same
-// words a closed connection uses.
-func NotSentError(server string, reconnecting bool) *CallError {
-	return &CallError{Outcome: NotSent, Cause: CauseClosed, Server: server, Reconnecting: reconnecting}
+// this side is reconnecting to it. It lets a layer that holds no connection
+// at the moment (a session between reconnects) fail a call as a closed
+// connection does.
+func NotSentError(server, method string, reconnecting bool) *CallError {
+	return &CallError{Outcome: NotSent, Cause: CauseClosed, Server: server, Method: method, Reconnecting: reconnecting}
 }

@@ -1,96 +1,33 @@
 package wire
 
 import (
-	"fmt"
-	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 )
 
-// The texts an agent reads when a request fails. They are a contract, pinned
-// verbatim by tests: they say what happened, whether anything took effect,
-// and what works from there. Method names, request ids, JSON-RPC codes,
-// close codes and field names never appear in them; those go to the log.
-
-func textClosedPending(server string, reconnecting bool) string {
-	if reconnecting {
-		return fmt.Sprintf(`The connection to the "%s" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`, server)
+// ShortDuration renders a deadline for an operator: whole seconds as "60s"
+// (where time.Duration's String says "1m0s"), anything else as
+// time.Duration does ("1.5s", "200ms").
+func ShortDuration(d time.Duration) string {
+	if d > 0 && d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	}
-	return fmt.Sprintf(`The connection to the "%s" server closed before it answered, so whether the request took effect is unknown. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`, server)
+	return d.String()
 }
 
-func textHostClosedPending(server string) string {
-	return fmt.Sprintf(`The "%s" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`, server)
-}
-
-func textNotSentClosed(server string, reconnecting bool) string {
-	if reconnecting {
-		return fmt.Sprintf(`The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host is reconnecting to it; try again later.`, server)
-	}
-	return fmt.Sprintf(`The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`, server)
-}
-
-func textNotSentHostClosed(server string) string {
-	return fmt.Sprintf(`The request wasn't sent: this host closed its connection to the "%s" server, so nothing ran. If calling it again fails, ask whoever runs this host.`, server)
-}
-
-func textNotWritten(server string) string {
-	return fmt.Sprintf(`The request wasn't sent: this host couldn't write it to the "%s" server, so nothing ran. Try again later.`, server)
-}
-
-func textErrorAnswer(server, words string) string {
-	return fmt.Sprintf(`The "%s" server answered with an error: %s`, server, words)
-}
-
-func textErrorAnswerNoWords(server string) string {
-	return fmt.Sprintf(`The "%s" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`, server)
-}
-
-func textDeadline(server string, d time.Duration) string {
-	return fmt.Sprintf(`The "%s" server didn't answer within %s, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`, server, seconds(d))
-}
-
-// textCanceled is for a call its caller gave up on (its context ended) after
-// the request was written. The issue gives no text for it; it says the same
-// three things the others do.
-func textCanceled(server string) string {
-	return fmt.Sprintf(`The request to the "%s" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`, server)
-}
-
-// textBadAnswer is for an answer whose result could not be decoded into
-// what the request expects.
-func textBadAnswer(server string) string {
-	return fmt.Sprintf(`The "%s" server answered in a form this host couldn't read, so whether the request took effect is unknown. Check its effect before trying again.`, server)
-}
-
-// seconds renders a deadline in whole seconds, rounding a fraction up:
-// "1 second", "3 seconds".
-func seconds(d time.Duration) string {
-	n := int64(math.Ceil(d.Seconds()))
-	if n < 1 {
-		n = 1
-	}
-	if n == 1 {
-		return "1 second"
-	}
-	return fmt.Sprintf("%d seconds", n)
-}
-
-// maxWords bounds a server's own words in an agent's text, in characters.
-const maxWords = 2000
-
-// serverWords returns a server's message as an agent may read it: control
-// characters removed (line breaks, line and paragraph separators and tabs
-// become spaces, so the text stays one line), trimmed, and at most maxWords
-// characters, the last of them "…" when it was cut.
-func serverWords(msg string) string {
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "\uFFFD")
+// OneLine returns a peer's words as one line for a log or an operator's
+// text: control characters removed (line breaks and tabs become spaces),
+// invalid UTF-8 replaced, trimmed, and, when longer than n bytes, cut at a
+// rune boundary within n bytes, trailing spaces dropped, and "…" added.
+func OneLine(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	var b strings.Builder
-	for _, r := range msg {
+	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\r' || r == '\t' || r == '\v' || r == '\f' ||
 			r == '\u0085' || r == '\u2028' || r == '\u2029':
@@ -100,12 +37,11 @@ func serverWords(msg string) string {
 			b.WriteRune(r)
 		}
 	}
-	s := strings.TrimSpace(b.String())
-	if utf8.RuneCountInString(s) > maxWords {
-		rs := []rune(s)
-		s = strings.TrimSpace(string(rs[:maxWords-1])) + "…"
+	out := strings.TrimSpace(b.String())
+	if len(out) <= n {
+		return out
 	}
-	return s
+	return strings.TrimRight(strings.TrimSuffix(boundForLog(out, n), "…"), " ") + "…"
 }
 
 // boundForLog cuts a string for a log line.

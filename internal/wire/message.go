@@ -12,48 +12,16 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
-// JSON-RPC error codes.
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-	// CodeOverloaded refuses a request when the inbound queue is full.
-	CodeOverloaded = -32000
-)
-
-// Error is a JSON-RPC error object. A handler returns one to answer a request
-// with that error.
-type Error struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *Error) Error() string {
-	if e == nil {
-		return "jsonrpc error <nil>"
-	}
-	return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message)
-}
-
-// NewError returns an Error with data marshalled from data (nil for none).
-func NewError(code int64, message string, data any) *Error {
-	e := &Error{Code: code, Message: message}
-	if data != nil {
-		if b, err := json.Marshal(data); err == nil {
-			e.Data = b
-		}
-	}
-	return e
-}
+// CodeOverloaded refuses a request when the inbound queue is full (a
+// server-defined code in JSON-RPC's reserved range).
+const CodeOverloaded = -32000
 
 // envelope is any JSON-RPC message as read. Every field is optional here;
 // kind decides what the message is.
@@ -122,7 +90,7 @@ func ourID(raw json.RawMessage) (int64, bool) {
 // message as the spec says, or whatever else a peer put there, kept as words.
 // A code that is not a number (a string such as "E42") is read as 0, or as
 // the number a string holds; it never costs the peer's words.
-func errorObject(raw json.RawMessage) *Error {
+func errorObject(raw json.RawMessage) *protocol.Error {
 	var obj struct {
 		Code    json.RawMessage `json:"code"`
 		Message json.RawMessage `json:"message"`
@@ -131,11 +99,11 @@ func errorObject(raw json.RawMessage) *Error {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			return &Error{Code: CodeInternalError, Message: s}
+			return &protocol.Error{Code: protocol.CodeInternalError, Message: s}
 		}
-		return &Error{Code: CodeInternalError, Message: ""}
+		return &protocol.Error{Code: protocol.CodeInternalError, Message: ""}
 	}
-	e := &Error{Code: errorCode(obj.Code), Data: obj.Data}
+	e := &protocol.Error{Code: errorCode(obj.Code), Data: obj.Data}
 	var msg string
 	if json.Unmarshal(obj.Message, &msg) == nil {
 		e.Message = msg
@@ -171,5 +139,5 @@ func errorCode(raw json.RawMessage) int64 {
 type outError struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Error   *Error          `json:"error"`
+	Error   *protocol.Error `json:"error"`
 }

@@ -13,25 +13,30 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Options configures a Peer. The zero value is usable: no name, no handler
 // (every inbound request is answered "method not found"), no deadline.
 type Options struct {
-	// Name is the peer's id, as agents know it ("discord"): it names the
-	// other side in every text a failed call returns, and tags log lines.
+	// Name is the other side's id ("discord"): it names it in every
+	// failed call's error, and tags log lines.
 	Name string
 	// Handler receives inbound requests and notifications, in arrival
 	// order. Nil answers every request with CodeMethodNotFound.
 	Handler Handler
+	// Context is what the handler's contexts derive from: they carry its
+	// values, and end when it ends or the connection does. Nil means
+	// context.Background().
+	Context context.Context
 	// Logger receives operator detail. Nil means slog.Default().
 	Logger *slog.Logger
 	// Timeout is the default deadline of a Call; 0 means none. A call can
 	// override it with WithTimeout.
 	Timeout time.Duration
-	// Reconnecting reports whether this host will reconnect to the peer
+	// Reconnecting reports whether this side will reconnect to the peer
 	// when the connection drops. It is asked when a call fails on a closed
-	// connection, to pick the text. Nil means it will not.
+	// connection, for CallError.Reconnecting. Nil means it will not.
 	Reconnecting func() bool
 	// MaxQueued bounds the inbound requests and notifications waiting for
 	// the handler (0 means 4096). Beyond it a request is refused with
@@ -56,10 +61,11 @@ type Peer struct {
 	abandoned  abandonedSet
 	closed     bool
 	byHost     bool  // this side ended the connection (Close, or a failure it acted on)
-	hostClose  bool  // Close was called: this host's own close
+	hostClose  bool  // Close was called: this side's own close
 	closeCause error // why the connection ended
 
 	inbox     inbox
+	owed      owedAnswers     // deferred answers not yet given
 	ctx       context.Context // ends when the connection does; handlers get it
 	cancel    context.CancelFunc
 	wctx      context.Context // bounds answers' writes; ends when the stream closes
@@ -76,11 +82,11 @@ type pendingCall struct {
 }
 
 // answer is what ends a pending call: an answer from the peer, or the
-// connection's end (closed set; hostClose when it was this host's own
+// connection's end (closed set; hostClose when it was this side's own
 // Close).
 type answer struct {
 	result    json.RawMessage
-	err       *Error
+	err       *protocol.Error
 	closed    bool
 	hostClose bool
 }
@@ -119,7 +125,12 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 		readDone: make(chan struct{}),
 	}
 	p.inbox.init(max)
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.owed.init()
+	base := opts.Context
+	if base == nil {
+		base = context.Background()
+	}
+	p.ctx, p.cancel = context.WithCancel(base)
 	p.wctx, p.wcancel = context.WithCancel(context.Background())
 	go p.read()
 	go p.dispatch()
@@ -133,7 +144,7 @@ func (p *Peer) Name() string { return p.name }
 // have finished.
 func (p *Peer) Done() <-chan struct{} { return p.done }
 
-// Err returns why the connection ended (nil while it is open): ErrHostClosed
+// Err returns why the connection ended (nil while it is open): ErrClosedHere
 // after Close, io.EOF when the peer closed it cleanly, or the transport's
 // error.
 func (p *Peer) Err() error {
@@ -142,10 +153,10 @@ func (p *Peer) Err() error {
 	return p.closeCause
 }
 
-// ClosedByHost reports whether this side closed the connection (by Close,
+// ClosedHere reports whether this side closed the connection (by Close,
 // or because the peer sent a message over the size limit, or because a
 // write broke off part way).
-func (p *Peer) ClosedByHost() bool {
+func (p *Peer) ClosedHere() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.closed && p.byHost
@@ -154,24 +165,28 @@ func (p *Peer) ClosedByHost() bool {
 // CloseInfo returns the transport's account of how the connection ended.
 func (p *Peer) CloseInfo() transport.CloseInfo { return p.s.CloseInfo() }
 
-// ErrHostClosed is Err after this side closed the connection.
-var ErrHostClosed = errors.New("wire: connection closed by this host")
+// owedGrace is how long a connection the other side ended stays open for
+// answers a handler deferred and has not given yet.
+const owedGrace = time.Second
 
-// Close closes the connection. Pending calls fail with the "this host closed
-// its connection" texts, as does every call after it (even when the
+// ErrClosedHere is Err after this side closed the connection.
+var ErrClosedHere = errors.New("wire: connection closed on this side")
+
+// Close closes the connection. Pending calls fail as closed on this side
+// (CauseClosedHere), as does every call after it (even when the
 // connection had already ended), and inbound messages still queued are
 // dropped. It waits for the transport to close (for a subprocess, for it to
 // exit) and for the peer's goroutines to finish. It must not be called from a
 // Handler.
 //
 // A close this side makes because the connection failed (a message over the
-// size limit, a write that broke off) is not this host's own close: its
-// calls read as a closed connection, with whether this host reconnects.
+// size limit, a write that broke off) is not this side's own close: its
+// calls read as a closed connection, with whether this side reconnects.
 func (p *Peer) Close() error {
 	p.mu.Lock()
 	p.hostClose = true
 	p.mu.Unlock()
-	p.shutdown(ErrHostClosed, true)
+	p.shutdown(ErrClosedHere, true)
 	// Whether or not the connection had already ended, stop now.
 	p.cancel()
 	p.wcancel()
@@ -182,11 +197,11 @@ func (p *Peer) Close() error {
 }
 
 // shutdown marks the connection closed and fails every pending call. The
-// first caller's cause stands. When this host closes, the stream closes at
+// first caller's cause stands. When this side closes, the stream closes at
 // once and queued inbound messages are dropped; when the peer ends the
 // connection, the handler still gets what was already received, with its
-// context ended, and its answers are written while the stream takes them;
-// then the stream closes.
+// context ended, and its answers are written while the stream takes them,
+// those it deferred too for up to owedGrace; then the stream closes.
 func (p *Peer) shutdown(cause error, byHost bool) {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
@@ -216,6 +231,16 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 		go func() {
 			<-p.readDone
 			p.inbox.wait()
+			if !byHost {
+				// Answers a handler deferred still go out if they come
+				// soon: the other side may still read.
+				t := time.NewTimer(owedGrace)
+				select {
+				case <-p.owed.paid():
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			p.wcancel()
 			p.s.Close()
 			close(p.done)
@@ -232,11 +257,11 @@ func (p *Peer) logPendingAtClose(pending map[int64]*pendingCall, byHost, hostClo
 		reqs = append(reqs, fmt.Sprintf("%s#%d", pending[id].method, id))
 	}
 	if hostClose {
-		p.log.Warn("this host closed the connection with requests pending",
-			slog.Bool("closed_by_host", true), slog.Any("unanswered", reqs))
+		p.log.Warn("this side closed the connection with requests pending",
+			slog.Bool("closed_here", true), slog.Any("unanswered", reqs))
 		return
 	}
-	attrs := []any{slog.Bool("closed_by_host", byHost), slog.Any("unanswered", reqs)}
+	attrs := []any{slog.Bool("closed_here", byHost), slog.Any("unanswered", reqs)}
 	for _, a := range p.s.CloseInfo().LogAttrs() {
 		attrs = append(attrs, a)
 	}
@@ -328,8 +353,7 @@ func WithTimeout(d time.Duration) CallOption {
 
 // Call sends a request and waits for its answer, decoding the result into
 // result (unless result is nil). A failure is a *CallError, whose Outcome
-// says what is known of the request's effect and whose Error text is what
-// an agent reads.
+// says what is known of the request's effect.
 func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) error {
 	o := callOpts{timeout: p.timeout}
 	for _, f := range opts {
@@ -390,11 +414,11 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 }
 
 // notSentClosed fails a call that was not sent because the connection is
-// closed: hostClose when this host's own Close closed it.
+// closed: hostClose when this side's own Close closed it.
 func (p *Peer) notSentClosed(ce *CallError, hostClose bool) error {
 	ce.Outcome = NotSent
 	if hostClose {
-		ce.Cause = CauseHostClosed
+		ce.Cause = CauseClosedHere
 	} else {
 		ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
 	}
@@ -449,15 +473,15 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 	case a.closed:
 		ce.Outcome = NoResponse
 		if a.hostClose {
-			ce.Cause = CauseHostClosed
+			ce.Cause = CauseClosedHere
 		} else {
 			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
 		}
 		return ce
 	case a.err != nil:
 		ce.Outcome, ce.Cause = ErrorResponse, CauseErrorAnswer
-		ce.Code, ce.Message, ce.Data = a.err.Code, a.err.Message, a.err.Data
-		p.log.Info("server answered with an error",
+		ce.Answer = a.err
+		p.log.Info("answered with an error",
 			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.Int64("code", a.err.Code),
 			slog.String("message", boundForLog(a.err.Message, 500)))
 		return ce
@@ -471,7 +495,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 	}
 	if err := json.Unmarshal(a.result, result); err != nil {
 		ce.Outcome, ce.Cause, ce.Err = BadResponse, CauseBadAnswer, err
-		p.log.Warn("server's answer could not be decoded",
+		p.log.Warn("the answer could not be decoded",
 			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
 		return ce
 	}

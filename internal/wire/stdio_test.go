@@ -114,11 +114,11 @@ func TestOversizeMessage(t *testing.T) {
 	mu.Unlock()
 
 	_, err = callTool(testCtx(t), p, "oversize", map[string]int{"bytes": 10000})
-	checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosed), textClosedNoReconnect)
+	checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosed), textClosedPending)
 	waitDone(t, p)
 	var tl *transport.TooLargeError
-	if !errors.As(p.Err(), &tl) || tl.Limit != 4096 || !p.ClosedByHost() {
-		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
+	if !errors.As(p.Err(), &tl) || tl.Limit != 4096 || !p.ClosedHere() {
+		t.Errorf("Err = %v, ClosedHere = %v", p.Err(), p.ClosedHere())
 	}
 	r := rec.One(t, "message over the size limit; closing the connection")
 	if r.Level != slog.LevelError {
@@ -129,12 +129,12 @@ func TestOversizeMessage(t *testing.T) {
 		t.Errorf("seen_bytes = %v", r.Attrs["seen_bytes"])
 	}
 	closeLog := rec.One(t, "connection closed with requests pending")
-	wantAttrs(t, closeLog, map[string]any{"closed_by_host": true, "unanswered": "[tools/call#4]"})
+	wantAttrs(t, closeLog, map[string]any{"closed_here": true, "unanswered": "[tools/call#4]"})
 	if !strings.Contains(closeLog.Attrs["error"].String(), "exceeds the limit of 4096 bytes") {
 		t.Errorf("the close's log line does not say why: %v", closeLog.Attrs)
 	}
 	_, err = callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentNoReconnect)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentClosed)
 }
 
 // The default limit (16 MiB) takes a message of a few MiB.

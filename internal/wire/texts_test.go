@@ -1,7 +1,9 @@
 package wire_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -11,50 +13,51 @@ import (
 
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
-// The agent-facing texts, verbatim, for the server "discord". They are
-// written out whole here, not built from the package's format strings, so a
-// change to a word fails a test.
+// The operator texts, verbatim, for a tools/call to the peer "discord".
+// They are written out whole here, not built from the package's format
+// strings, so a change to a word fails a test. Whether this side is
+// reconnecting changes no word: that is the host's to say.
 const (
-	textClosedReconnecting = `The connection to the "discord" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`
-	textClosedNoReconnect  = `The connection to the "discord" server closed before it answered, so whether the request took effect is unknown. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`
-	textHostClosedPending  = `The "discord" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`
-	textNotSentReconnect   = `The request wasn't sent: the connection to the "discord" server is closed, so nothing ran. This host is reconnecting to it; try again later.`
-	textNotSentNoReconnect = `The request wasn't sent: the connection to the "discord" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`
-	textNotSentHostClosed  = `The request wasn't sent: this host closed its connection to the "discord" server, so nothing ran. If calling it again fails, ask whoever runs this host.`
-	textNotWritten         = `The request wasn't sent: this host couldn't write it to the "discord" server, so nothing ran. Try again later.`
-	textErrorAnswerPrefix  = `The "discord" server answered with an error: `
-	textErrorNoWords       = `The "discord" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`
-	textDeadline1          = `The "discord" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
-	textDeadline2          = `The "discord" server didn't answer within 2 seconds, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
-	textDeadline3          = `The "discord" server didn't answer within 3 seconds, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
+	textClosedPending     = `tools/call to "discord": the connection closed before an answer`
+	textClosedHerePending = `tools/call to "discord": the connection was closed on this side before an answer`
+	textNotSentClosed     = `tools/call to "discord" not sent: the connection is closed`
+	textNotSentClosedHere = `tools/call to "discord" not sent: the connection was closed on this side`
+	textNotWritten        = `tools/call to "discord" not sent: the write failed: write |1: no buffer space available`
+	textDeadline1         = `tools/call to "discord": no answer within 1s`
+	textDeadline3         = `tools/call to "discord": no answer within 3s`
+
+	// The same for a notification (which has no id).
+	textNotifyNotSentClosed     = `notifications/progress to "discord" not sent: the connection is closed`
+	textNotifyNotSentClosedHere = `notifications/progress to "discord" not sent: the connection was closed on this side`
+	textNotifyNotWritten        = `notifications/progress to "discord" not sent: the write failed: write |1: no buffer space available`
 )
 
 // checkText asserts the error's text is want, and that it is clean.
 func checkText(t *testing.T, ce *wire.CallError, want string) {
 	t.Helper()
 	if got := ce.Error(); got != want {
-		t.Errorf("text:\n got: %s\nwant: %s", got, want)
+		t.Errorf("text:\n got: %q\nwant: %q", got, want)
 	}
-	assertAgentText(t, ce.Error(), ce)
+	assertOperatorText(t, ce.Error(), ce)
 }
 
 // A server that exits with a call pending: the call's outcome is unknown,
-// the text says whether this host reconnects, the log names the exit and the
-// unanswered request, and a call afterwards was not sent.
+// the error records whether this side reconnects (the text does not say),
+// the log names the exit and the unanswered request, and a call and a
+// notification afterwards were not sent.
 func TestServerDropsWithCallPending(t *testing.T) {
 	for _, tc := range []struct {
-		name                string
-		reconnecting        bool
-		args                map[string]any
-		pending, notSent    string
-		exitCode, signal    string
-		notificationNotSent string
+		name             string
+		reconnecting     bool
+		args             map[string]any
+		exitCode, signal string
 	}{
-		{"reconnecting", true, map[string]any{"code": 3}, textClosedReconnecting, textNotSentReconnect, "3", "", textNotSentReconnect},
-		{"no reconnect", false, map[string]any{"code": 3}, textClosedNoReconnect, textNotSentNoReconnect, "3", "", textNotSentNoReconnect},
-		{"killed", false, map[string]any{"signal": "KILL"}, textClosedNoReconnect, textNotSentNoReconnect, "-1", "SIGKILL", textNotSentNoReconnect},
+		{"reconnecting", true, map[string]any{"code": 3}, "3", ""},
+		{"no reconnect", false, map[string]any{"code": 3}, "3", ""},
+		{"killed", false, map[string]any{"signal": "KILL"}, "-1", "SIGKILL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -65,43 +68,54 @@ func TestServerDropsWithCallPending(t *testing.T) {
 
 			_, err := callTool(testCtx(t), p, "exit", tc.args)
 			ce := callError(t, err, wire.NoResponse, wire.CauseClosed)
-			checkText(t, ce, tc.pending)
+			checkText(t, ce, textClosedPending)
 			if ce.Reconnecting != tc.reconnecting || ce.Server != server || ce.Method != "tools/call" || ce.ID != 3 {
 				t.Errorf("CallError fields: %+v", ce)
+			}
+			if ce.Answer != nil || ce.Timeout != 0 {
+				t.Errorf("a close filled in an answer or a deadline: %+v", ce)
 			}
 			if asked == 0 {
 				t.Error("Options.Reconnecting was not asked")
 			}
 
 			waitDone(t, p)
-			if !errors.Is(p.Err(), io.EOF) || p.ClosedByHost() {
-				t.Errorf("Err = %v, ClosedByHost = %v; want EOF, false", p.Err(), p.ClosedByHost())
+			if !errors.Is(p.Err(), io.EOF) || p.ClosedHere() {
+				t.Errorf("Err = %v, ClosedHere = %v; want EOF, false", p.Err(), p.ClosedHere())
 			}
 			r := rec.One(t, "connection closed with requests pending")
 			wantAttrs(t, r, map[string]any{
-				"server": server, "closed_by_host": false, "unanswered": "[tools/call#3]", "exit_code": tc.exitCode,
+				"server": server, "closed_here": false, "unanswered": "[tools/call#3]", "exit_code": tc.exitCode,
 			})
 			if tc.signal != "" {
 				wantAttrs(t, r, map[string]any{"signal": tc.signal})
 			} else {
 				noAttrs(t, r, "signal")
 			}
-			if len(rec.Find("this host closed the connection with requests pending")) != 0 {
-				t.Error("a server's drop was logged as this host's close")
+			if len(rec.Find("this side closed the connection with requests pending")) != 0 {
+				t.Error("a server's drop was logged as this side's close")
 			}
 
 			_, err = callTool(testCtx(t), p, "echo", map[string]string{"text": "after"})
-			checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), tc.notSent)
+			ce = callError(t, err, wire.NotSent, wire.CauseClosed)
+			checkText(t, ce, textNotSentClosed)
+			if ce.Reconnecting != tc.reconnecting || ce.Method != "tools/call" || ce.ID != 4 {
+				t.Errorf("CallError fields after the drop: %+v", ce)
+			}
 			err = p.Notify(testCtx(t), "notifications/progress", nil)
-			checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), tc.notificationNotSent)
+			ce = callError(t, err, wire.NotSent, wire.CauseClosed)
+			checkText(t, ce, textNotifyNotSentClosed)
+			if ce.Reconnecting != tc.reconnecting || ce.Method != "notifications/progress" || ce.ID != 0 {
+				t.Errorf("notification's CallError fields after the drop: %+v", ce)
+			}
 		})
 	}
 }
 
-// This host closes the connection with a call pending: the call's outcome is
-// unknown, the log says this host closed it, and a call afterwards says this
-// host closed it, whether or not it is reconnecting.
-func TestHostClosesWithCallPending(t *testing.T) {
+// This side closes the connection with a call pending: the call's outcome
+// is unknown, the log says this side closed it, and a call afterwards says
+// this side closed it, whether or not it is reconnecting.
+func TestClosedHereWithCallPending(t *testing.T) {
 	proc := spawnProc(t, transport.StdioOptions{})
 	s, hangWritten := writtenWhen(proc, `"hang"`)
 	p, rec := newPeer(t, s, wire.Options{Reconnecting: func() bool { return true }})
@@ -116,31 +130,41 @@ func TestHostClosesWithCallPending(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ce := callError(t, <-errc, wire.NoResponse, wire.CauseHostClosed)
-	checkText(t, ce, textHostClosedPending)
+	ce := callError(t, <-errc, wire.NoResponse, wire.CauseClosedHere)
+	checkText(t, ce, textClosedHerePending)
+	if ce.Reconnecting || ce.Server != server || ce.Method != "tools/call" || ce.ID != 2 {
+		t.Errorf("CallError fields: %+v", ce)
+	}
 	select {
 	case <-proc.Exited():
 	default:
 		t.Error("Close returned before the server process exited")
 	}
-	if !errors.Is(p.Err(), wire.ErrHostClosed) || !p.ClosedByHost() {
-		t.Errorf("Err = %v, ClosedByHost = %v", p.Err(), p.ClosedByHost())
+	if !errors.Is(p.Err(), wire.ErrClosedHere) || !p.ClosedHere() {
+		t.Errorf("Err = %v, ClosedHere = %v", p.Err(), p.ClosedHere())
 	}
-	r := rec.One(t, "this host closed the connection with requests pending")
-	wantAttrs(t, r, map[string]any{"server": server, "closed_by_host": true, "unanswered": "[tools/call#2]"})
+	if got := p.Err().Error(); got != "wire: connection closed on this side" {
+		t.Errorf("Err().Error() = %q", got)
+	}
+	r := rec.One(t, "this side closed the connection with requests pending")
+	wantAttrs(t, r, map[string]any{"server": server, "closed_here": true, "unanswered": "[tools/call#2]"})
 	if len(rec.Find("connection closed with requests pending")) != 0 {
-		t.Error("this host's close was logged as the server's")
+		t.Error("this side's close was logged as the server's")
 	}
 
 	_, err := callTool(testCtx(t), p, "echo", map[string]string{"text": "after"})
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
+	ce = callError(t, err, wire.NotSent, wire.CauseClosedHere)
+	checkText(t, ce, textNotSentClosedHere)
+	if ce.Reconnecting {
+		t.Error("a call after this side's own close records a reconnect")
+	}
 	err = p.Notify(testCtx(t), "notifications/progress", nil)
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosedHere), textNotifyNotSentClosedHere)
 }
 
-// After the server drops, this host's own Close (as a restart or a removal
-// makes) is what a later call reads: this host closed the connection.
-func TestCallAfterDropThenHostClose(t *testing.T) {
+// After the server drops, this side's own Close (as a restart or a removal
+// makes) is what a later call reads: closed on this side.
+func TestCallAfterDropThenClosedHere(t *testing.T) {
 	p, rec := spawnServer(t, wire.Options{Reconnecting: func() bool { return false }}, transport.StdioOptions{})
 	initialize(t, p)
 	if err := p.Notify(testCtx(t), "tools/call", map[string]any{"name": "exit", "arguments": map[string]int{"code": 0}}); err != nil {
@@ -148,11 +172,14 @@ func TestCallAfterDropThenHostClose(t *testing.T) {
 	}
 	waitDone(t, p)
 	_, err := callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentNoReconnect)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentClosed)
 
 	p.Close()
 	_, err = callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosedHere), textNotSentClosedHere)
+	if !errors.Is(p.Err(), io.EOF) {
+		t.Errorf("Err = %v after the drop and a later Close, want the drop's EOF", p.Err())
+	}
 	// Nothing was pending at either close: neither logs.
 	if w := rec.AtLeast(slog.LevelWarn); len(w) != 0 {
 		t.Errorf("a close with nothing pending logged:\n%s", rec.Dump())
@@ -182,13 +209,13 @@ func TestCloseWithNothingPendingLogsNothing(t *testing.T) {
 		echo(t, p, "x")
 		p.Close()
 		if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
-			t.Errorf("this host's close with nothing pending logged:\n%s", rec.Dump())
+			t.Errorf("this side's close with nothing pending logged:\n%s", rec.Dump())
 		}
 	})
 }
 
-// A write the transport refuses: the request was not sent, the log has the
-// method, id and the transport's words, and the connection lives on.
+// A write the transport refuses: the request was not sent, the text and the
+// log have the transport's words, and the connection lives on.
 func TestWriteRefused(t *testing.T) {
 	a, b := transport.Pipe(0)
 	rs := &refusingStream{Stream: a}
@@ -200,16 +227,19 @@ func TestWriteRefused(t *testing.T) {
 	_, err := callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
 	ce := callError(t, err, wire.NotSent, wire.CauseWriteFailed)
 	checkText(t, ce, textNotWritten)
-	if !errors.Is(err, errRefused) {
-		t.Errorf("the transport's error is not kept: %v", ce.Err)
+	if !errors.Is(err, errRefused) || ce.ID != 1 || ce.Method != "tools/call" || ce.Reconnecting {
+		t.Errorf("CallError fields: %+v", ce)
 	}
 	r := rec.One(t, "request not written: the transport refused it")
 	wantAttrs(t, r, map[string]any{"server": server, "method": "tools/call", "id": 1, "error": errRefused.Error()})
-	if strings.Contains(ce.Error(), "buffer") {
-		t.Error("the transport's words reached the agent's text")
-	}
 	err = p.Notify(testCtx(t), "notifications/progress", nil)
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseWriteFailed), textNotWritten)
+	ce = callError(t, err, wire.NotSent, wire.CauseWriteFailed)
+	checkText(t, ce, textNotifyNotWritten)
+	if !errors.Is(err, errRefused) || ce.ID != 0 {
+		t.Errorf("notification's CallError fields: %+v", ce)
+	}
+	wantAttrs(t, rec.One(t, "notification not written"),
+		map[string]any{"server": server, "method": "notifications/progress", "error": errRefused.Error()})
 
 	// The connection is still open: the next call goes through.
 	rs.refuse.Store(false)
@@ -225,26 +255,30 @@ func TestWriteRefused(t *testing.T) {
 	}
 }
 
-// The server's error answer is shown in its own words, cleaned and bounded;
-// with no words, the text says so. The log keeps the method, id, code and
-// the words.
+// The server's error answer is shown with its code and its own words, one
+// line and bounded to 500 bytes (cut on a character boundary); with no
+// words, the code alone. The CallError keeps the answer whole, reachable
+// with errors.As; the log keeps the method, id, code and the words.
 func TestErrorAnswer(t *testing.T) {
 	p, rec := spawnServer(t, wire.Options{}, transport.StdioOptions{})
 	initialize(t, p)
-	long := strings.Repeat("ab", 1500) // 3,000 characters
+	long := strings.Repeat("ab", 1500)         // 3,000 bytes
+	longWide := "a" + strings.Repeat("é", 300) // 601 bytes; byte 500 is inside an é
 	cases := []struct {
 		name    string
 		message string
 		code    int64
 		want    string
-		words   bool
 	}{
-		{"words", "  The channel is archived.  ", 0, textErrorAnswerPrefix + "The channel is archived.", true},
-		{"empty", "", 0, textErrorNoWords, false},
-		{"whitespace", "   ", 0, textErrorNoWords, false},
-		{"whitespace and controls", " \n\t\x07 ", -32050, textErrorNoWords, false},
-		{"controls", "first line\nsecond\tpart\x07 \x1b[31mred\r\n", -32050, textErrorAnswerPrefix + "first line second part [31mred", true},
-		{"long", long, 0, textErrorAnswerPrefix + strings.Repeat("ab", 999) + "a…", true},
+		{"words", "  The channel is archived.  ", 0, `tools/call to "discord": error -32000: The channel is archived.`},
+		{"empty", "", 0, `tools/call to "discord": error -32000`},
+		{"whitespace", "   ", 0, `tools/call to "discord": error -32000`},
+		{"whitespace and controls", " \n\t\x07 ", -32050, `tools/call to "discord": error -32050`},
+		{"controls", "first line\nsecond\tpart\x07 \x1b[31mred\r\n", -32050, `tools/call to "discord": error -32050: first line second part [31mred`},
+		{"separators", "one\u2028two\u2029three\u0085four", 42, `tools/call to "discord": error 42: one two three four`},
+		{"host words are the server's own", "ask whoever runs this host", 0, `tools/call to "discord": error -32000: ask whoever runs this host`},
+		{"long", long, 0, `tools/call to "discord": error -32000: ` + strings.Repeat("ab", 250) + "…"},
+		{"long, cut inside a character", longWide, -32001, `tools/call to "discord": error -32001: a` + strings.Repeat("é", 249) + "…"},
 	}
 	id := int64(1)
 	for _, c := range cases {
@@ -252,28 +286,27 @@ func TestErrorAnswer(t *testing.T) {
 			id++
 			_, err := callTool(testCtx(t), p, "fail", map[string]any{"message": c.message, "code": c.code})
 			ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-			if got := ce.Error(); got != c.want {
-				t.Errorf("text:\n got: %q\nwant: %q", got, c.want)
-			}
-			// Only this host's part of the text is held to the rules: the
-			// server's words are its own.
-			if c.words {
-				assertAgentText(t, textErrorAnswerPrefix, ce)
-			} else {
-				assertAgentText(t, ce.Error(), ce)
-			}
-			if c.words && utf8.RuneCountInString(strings.TrimPrefix(ce.Error(), textErrorAnswerPrefix)) > 2000 {
-				t.Errorf("the server's words are over 2,000 characters")
+			checkText(t, ce, c.want)
+			if !utf8.ValidString(ce.Error()) {
+				t.Errorf("text is not valid UTF-8: %q", ce.Error())
 			}
 			wantCode := c.code
 			if wantCode == 0 {
 				wantCode = -32000
 			}
-			if ce.Code != wantCode || ce.Message != c.message || ce.ID != id {
-				t.Errorf("CallError keeps code %d message %q id %d; want %d %q %d", ce.Code, ce.Message, ce.ID, wantCode, c.message, id)
+			if ce.Answer == nil {
+				t.Fatalf("CallError has no Answer: %+v", ce)
+			}
+			if ce.Answer.Code != wantCode || ce.Answer.Message != c.message || ce.Answer.Data != nil || ce.ID != id || ce.Method != "tools/call" || ce.Server != server {
+				t.Errorf("CallError keeps code %d message %q data %s id %d; want %d %q none %d",
+					ce.Answer.Code, ce.Answer.Message, ce.Answer.Data, ce.ID, wantCode, c.message, id)
+			}
+			var pe *protocol.Error
+			if !errors.As(fmt.Errorf("session: %w", err), &pe) || pe.Code != wantCode || pe.Message != c.message {
+				t.Errorf("errors.As through a wrap reached %+v", pe)
 			}
 			var r logRec
-			for _, x := range rec.Find("server answered with an error") {
+			for _, x := range rec.Find("answered with an error") {
 				if x.Attrs["id"].Int64() == id {
 					r = x
 				}
@@ -294,8 +327,9 @@ func TestErrorAnswer(t *testing.T) {
 	// An unknown method is the server's -32601, in its own words.
 	err := p.Call(testCtx(t), "nope/nothing", nil, nil)
 	ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-	if ce.Code != wire.CodeMethodNotFound || !strings.HasPrefix(ce.Error(), textErrorAnswerPrefix) {
-		t.Errorf("unknown method: code %d, text %q", ce.Code, ce.Error())
+	checkText(t, ce, `nope/nothing to "discord": error -32601: method not found: nope/nothing`)
+	if ce.Answer == nil || ce.Answer.Code != protocol.CodeMethodNotFound {
+		t.Errorf("unknown method: answer %+v", ce.Answer)
 	}
 	echo(t, p, "still alive")
 }
@@ -326,6 +360,9 @@ func TestDeadlineRealServer(t *testing.T) {
 			took := time.Since(start)
 			ce := callError(t, err, wire.NoResponse, wire.CauseDeadline)
 			checkText(t, ce, tc.text)
+			if !errors.Is(err, context.DeadlineExceeded) || ce.Method != "tools/call" || ce.ID != 2 {
+				t.Errorf("CallError fields: %+v", ce)
+			}
 			if ce.Timeout != tc.want || took < tc.want || took > tc.wantMax {
 				t.Errorf("Timeout %v, took %v; want %v", ce.Timeout, took, tc.want)
 			}

@@ -2,10 +2,10 @@ package wire
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 func TestParseClassifiesByShape(t *testing.T) {
@@ -126,85 +126,15 @@ func TestErrorObjectLenient(t *testing.T) {
 		{`{"code":-1,"message":17}`, -1, "17", ""},
 		{`{"code":-1,"message":"m","data":"d"}`, -1, "m", `"d"`},
 		// Not an object at all: a string is kept as words.
-		{`"plain words"`, CodeInternalError, "plain words", ""},
-		{`42`, CodeInternalError, "", ""},
-		{`[1,2]`, CodeInternalError, "", ""},
-		{`true`, CodeInternalError, "", ""},
+		{`"plain words"`, protocol.CodeInternalError, "plain words", ""},
+		{`42`, protocol.CodeInternalError, "", ""},
+		{`[1,2]`, protocol.CodeInternalError, "", ""},
+		{`true`, protocol.CodeInternalError, "", ""},
 	}
 	for _, c := range cases {
 		e := errorObject(json.RawMessage(c.raw))
 		if e.Code != c.code || e.Message != c.msg || string(e.Data) != c.data {
 			t.Errorf("errorObject(%s) = {%d %q %s}, want {%d %q %s}", c.raw, e.Code, e.Message, e.Data, c.code, c.msg, c.data)
-		}
-	}
-}
-
-func TestServerWords(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"disk full", "disk full"},
-		{"  padded  ", "padded"},
-		{"", ""},
-		{"   ", ""},
-		{"\t\r\n", ""},
-		{"two\nlines", "two lines"},
-		{"crlf\r\nend", "crlf  end"},
-		{"tab\there", "tab here"},
-		{"bell\x07 and esc\x1b[31mred", "bell and esc[31mred"},
-		{"nul\x00byte", "nulbyte"},
-		{"del\x7fchar", "delchar"},
-		{"c1\u0085next\u009bcsi", "c1 nextcsi"},
-		{"line\u2028sep\u2029para", "line sep para"},
-		{"vt\vff\f.", "vt ff ."},
-		{"bad \xff utf8", "bad \uFFFD utf8"},
-		{"ünïcödé ✓", "ünïcödé ✓"},
-	}
-	for _, c := range cases {
-		if got := serverWords(c.in); got != c.want {
-			t.Errorf("serverWords(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-func TestServerWordsBounded(t *testing.T) {
-	for _, n := range []int{1999, 2000} {
-		s := strings.Repeat("a", n)
-		if got := serverWords(s); got != s {
-			t.Errorf("%d characters were cut to %d", n, utf8.RuneCountInString(got))
-		}
-	}
-	got := serverWords(strings.Repeat("é", 3000))
-	if want := strings.Repeat("é", 1999) + "…"; got != want {
-		t.Errorf("3000 characters: got %d characters ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
-	}
-	// A cut that lands after a space does not leave the space before "…".
-	got = serverWords(strings.Repeat("a", 1998) + " " + strings.Repeat("b", 10))
-	if want := strings.Repeat("a", 1998) + "…"; got != want {
-		t.Errorf("cut at a space: got ...%q", got[len(got)-10:])
-	}
-	if n := utf8.RuneCountInString(serverWords(strings.Repeat("x\n", 5000))); n > maxWords {
-		t.Errorf("bounded words have %d characters, over %d", n, maxWords)
-	}
-}
-
-func TestSeconds(t *testing.T) {
-	cases := []struct {
-		d    time.Duration
-		want string
-	}{
-		{time.Nanosecond, "1 second"},
-		{200 * time.Millisecond, "1 second"},
-		{999 * time.Millisecond, "1 second"},
-		{time.Second, "1 second"},
-		{time.Second + time.Nanosecond, "2 seconds"},
-		{1500 * time.Millisecond, "2 seconds"},
-		{2 * time.Second, "2 seconds"},
-		{3 * time.Second, "3 seconds"},
-		{60 * time.Second, "60 seconds"},
-		{90 * time.Minute, "5400 seconds"},
-	}
-	for _, c := range cases {
-		if got := seconds(c.d); got != c.want {
-			t.Errorf("seconds(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
 }
@@ -251,12 +181,14 @@ func TestOutcomeString(t *testing.T) {
 	}
 }
 
-func TestNewError(t *testing.T) {
-	e := NewError(-32001, "busy", map[string]int{"retryAfter": 5})
+// protocol.NewError is what handlers here return to answer with an error;
+// the wire sends its data as encoded.
+func TestProtocolNewError(t *testing.T) {
+	e := protocol.NewError(-32001, "busy", map[string]int{"retryAfter": 5})
 	if e.Code != -32001 || e.Message != "busy" || string(e.Data) != `{"retryAfter":5}` {
 		t.Fatalf("got %+v", e)
 	}
-	if e := NewError(1, "m", nil); e.Data != nil {
+	if e := protocol.NewError(1, "m", nil); e.Data != nil {
 		t.Fatalf("nil data became %s", e.Data)
 	}
 	if e.Error() != "jsonrpc error -32001: busy" {

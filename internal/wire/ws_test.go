@@ -45,12 +45,13 @@ func TestWebSocketCalls(t *testing.T) {
 	echo(t, p, "over websocket")
 	_, err := callTool(testCtx(t), p, "fail", map[string]any{"message": "  The channel is archived.\n"})
 	ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
-	if got := ce.Error(); got != textErrorAnswerPrefix+"The channel is archived." {
-		t.Errorf("text %q", got)
+	checkText(t, ce, `tools/call to "discord": error -32000: The channel is archived.`)
+	if ce.Answer.Message != "  The channel is archived.\n" {
+		t.Errorf("the answer's words are not kept whole: %q", ce.Answer.Message)
 	}
 	_, err = callTool(testCtx(t), p, "fail", map[string]any{"message": " "})
-	checkText(t, callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer), textErrorNoWords)
-	wantAttrs(t, rec.Find("server answered with an error")[0], map[string]any{"method": "tools/call", "id": 3, "code": -32000})
+	checkText(t, callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer), `tools/call to "discord": error -32000`)
+	wantAttrs(t, rec.Find("answered with an error")[0], map[string]any{"method": "tools/call", "id": 3, "code": -32000})
 
 	res, err := callTool(testCtx(t), p, "noise", map[string]any{"lines": noiseLines})
 	if err != nil || res.Text() != "after noise" {
@@ -71,27 +72,31 @@ func TestWebSocketServerDrops(t *testing.T) {
 			p, rec, proc := wsServer(t, wire.Options{Reconnecting: func() bool { return recon }})
 			initialize(t, p)
 			_, err := callTool(testCtx(t), p, "exit", map[string]int{"code": 4})
-			want, wantNotSent := textClosedNoReconnect, textNotSentNoReconnect
-			if recon {
-				want, wantNotSent = textClosedReconnecting, textNotSentReconnect
+			ce := callError(t, err, wire.NoResponse, wire.CauseClosed)
+			checkText(t, ce, textClosedPending)
+			if ce.Reconnecting != recon || ce.ID != 2 {
+				t.Errorf("CallError fields: %+v", ce)
 			}
-			checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosed), want)
 			waitDone(t, p)
 			<-proc.Exited()
 			r := rec.One(t, "connection closed with requests pending")
-			wantAttrs(t, r, map[string]any{"closed_by_host": false, "unanswered": "[tools/call#2]"})
+			wantAttrs(t, r, map[string]any{"closed_here": false, "unanswered": "[tools/call#2]"})
 			if _, err := callTool(testCtx(t), p, "echo", nil); err == nil {
 				t.Fatal("a call on a closed connection succeeded")
 			} else {
-				checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), wantNotSent)
+				ce := callError(t, err, wire.NotSent, wire.CauseClosed)
+				checkText(t, ce, textNotSentClosed)
+				if ce.Reconnecting != recon {
+					t.Errorf("CallError fields: %+v", ce)
+				}
 			}
 		})
 	}
 }
 
-// Over WebSocket, this host's close with a call pending reads as this
-// host's close.
-func TestWebSocketHostCloses(t *testing.T) {
+// Over WebSocket, this side's close with a call pending reads as closed on
+// this side.
+func TestWebSocketClosedHere(t *testing.T) {
 	proc := spawnProc(t, transport.StdioOptions{StopWait: 100 * time.Millisecond}, "-listen", "127.0.0.1:0")
 	first, err := proc.Read()
 	if err != nil {
@@ -111,15 +116,15 @@ func TestWebSocketHostCloses(t *testing.T) {
 	}()
 	<-hangWritten
 	p.Close()
-	checkText(t, callError(t, <-errc, wire.NoResponse, wire.CauseHostClosed), textHostClosedPending)
-	wantAttrs(t, rec.One(t, "this host closed the connection with requests pending"),
-		map[string]any{"closed_by_host": true, "unanswered": "[tools/call#2]"})
+	checkText(t, callError(t, <-errc, wire.NoResponse, wire.CauseClosedHere), textClosedHerePending)
+	wantAttrs(t, rec.One(t, "this side closed the connection with requests pending"),
+		map[string]any{"closed_here": true, "unanswered": "[tools/call#2]"})
 	_, err = callTool(testCtx(t), p, "echo", nil)
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseHostClosed), textNotSentHostClosed)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosedHere), textNotSentClosedHere)
 }
 
-// A WebSocket peer's own close text stays out of the agent's text; the
-// close code and reason go to the log.
+// A WebSocket peer's own close text stays out of the error's text: the
+// close code and reason are log-only detail.
 func TestWebSocketCloseReasonStaysOutOfText(t *testing.T) {
 	const reason = "bot token revoked; method tools/call id 1"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -147,15 +152,17 @@ func TestWebSocketCloseReasonStaysOutOfText(t *testing.T) {
 	p, rec := newPeer(t, ws, wire.Options{})
 	err = p.Call(ctx, "tools/call", map[string]string{"name": "x"}, nil)
 	ce := callError(t, err, wire.NoResponse, wire.CauseClosed)
-	checkText(t, ce, textClosedNoReconnect)
-	if strings.Contains(ce.Error(), "revoked") || strings.Contains(ce.Error(), "4001") {
-		t.Errorf("the peer's close text reached the agent: %s", ce.Error())
+	checkText(t, ce, textClosedPending)
+	for _, leak := range []string{reason, "bot token", "revoked", "4001", "id 1"} {
+		if strings.Contains(ce.Error(), leak) {
+			t.Errorf("the peer's close text (%q) reached the error's text: %s", leak, ce.Error())
+		}
 	}
 	waitDone(t, p)
-	if !errors.Is(p.Err(), io.EOF) || p.ClosedByHost() {
-		t.Errorf("Err = %v, ClosedByHost = %v; want EOF (a clean close by the peer), false", p.Err(), p.ClosedByHost())
+	if !errors.Is(p.Err(), io.EOF) || p.ClosedHere() {
+		t.Errorf("Err = %v, ClosedHere = %v; want EOF (a clean close by the peer), false", p.Err(), p.ClosedHere())
 	}
 	r := rec.One(t, "connection closed with requests pending")
-	wantAttrs(t, r, map[string]any{"closed_by_host": false, "unanswered": "[tools/call#1]", "ws_code": 4001, "ws_reason": reason})
+	wantAttrs(t, r, map[string]any{"closed_here": false, "unanswered": "[tools/call#1]", "ws_code": 4001, "ws_reason": reason})
 	p.Close()
 }
