@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
+	"strconv"
 )
 
 // Advertisement is a server's experimental.mcpl as this host understands
@@ -30,11 +30,14 @@ type Advertisement struct {
 type FeatureSet struct {
 	Name        string
 	Description string
-	// Uses holds the declared capability paths as given; UsesValid says
-	// whether they form a valid declaration (present, not empty, every
-	// one in the vocabulary).
-	Uses      []string
-	UsesValid bool
+	// Uses holds the declared capability paths as given (a value that is
+	// not a string is shown as JSON).
+	Uses []string
+	// Invalid says what makes the declaration invalid (SPEC §6.4 rule 1),
+	// naming the offending value: "uses is missing", "uses is empty",
+	// `"x.y" is not a capability path`, `42 is not a string`. It is empty
+	// for a valid declaration.
+	Invalid string
 }
 
 // members of experimental.mcpl that are not capability paths.
@@ -79,19 +82,23 @@ func ParseAdvertisement(raw json.RawMessage, mcpTools bool) (Advertisement, erro
 }
 
 // walk collects the vocabulary paths that v, advertised at path, covers. It
-// is a generic walk over the vocabulary: no member name is special.
+// is a generic recursive walk over dot paths (SPEC §5.4): no member name
+// is special, and the vocabulary says which paths exist.
 func walk(path string, v any, caps, ignored map[string]bool) {
 	switch v := v.(type) {
 	case bool:
 		if !v {
 			return
 		}
+		covered := children(path)
+		if path == "" {
+			covered = vocabulary[:]
+		} else if Known(path) {
+			covered = append(covered, path)
+		}
 		found := false
-		for _, p := range Vocabulary {
-			if p == "tools" {
-				continue // MCP's own capability, never MCPL's
-			}
-			if path == "" || p == path || strings.HasPrefix(p, path+".") {
+		for _, p := range covered {
+			if p != "tools" { // MCP's own capability, never MCPL's
 				caps[p] = true
 				found = true
 			}
@@ -104,7 +111,7 @@ func walk(path string, v any, caps, ignored map[string]bool) {
 		// capability ("inferenceRequest": {"streaming": false}).
 		if Known(path) && path != "tools" {
 			caps[path] = true
-		} else if !hasDescendant(path) {
+		} else if len(children(path)) == 0 {
 			ignored[path] = true
 			return
 		}
@@ -114,15 +121,6 @@ func walk(path string, v any, caps, ignored map[string]bool) {
 	default:
 		// false, null, numbers, strings: nothing is advertised.
 	}
-}
-
-func hasDescendant(path string) bool {
-	for _, p := range Vocabulary {
-		if strings.HasPrefix(p, path+".") {
-			return true
-		}
-	}
-	return false
 }
 
 // parseFeatureSets reads the three shapes of featureSets.
@@ -140,7 +138,7 @@ func parseFeatureSets(v any) []FeatureSet {
 		seen[name] = true
 		fs := FeatureSet{Name: name}
 		fs.Description, _ = obj["description"].(string)
-		fs.Uses, fs.UsesValid = parseUses(obj["uses"])
+		fs.Uses, fs.Invalid = parseUses(obj["uses"])
 		out = append(out, fs)
 	}
 	switch v := v.(type) {
@@ -157,28 +155,34 @@ func parseFeatureSets(v any) []FeatureSet {
 	return out
 }
 
-// parseUses reads a uses list; it is valid only when present, not empty,
-// and every entry is a string in the vocabulary (SPEC §6.2, §6.4 rule 1).
-func parseUses(v any) ([]string, bool) {
+// parseUses reads a uses list. It is valid only when present, not empty,
+// and every entry is a string in the vocabulary (SPEC §6.2, §6.4 rule 1);
+// invalid says why not, naming the first offending value.
+func parseUses(v any) (uses []string, invalid string) {
 	list, ok := v.([]any)
-	if !ok {
-		return nil, false
+	switch {
+	case v == nil:
+		return nil, "uses is missing"
+	case !ok:
+		return nil, "uses is not a list"
+	case len(list) == 0:
+		return []string{}, "uses is empty"
 	}
-	valid := len(list) > 0
-	uses := make([]string, 0, len(list))
+	uses = make([]string, 0, len(list))
 	for _, u := range list {
 		s, ok := u.(string)
 		if !ok {
-			valid = false
-			uses = append(uses, fmt.Sprint(u))
-			continue
-		}
-		if !Known(s) {
-			valid = false
+			b, _ := json.Marshal(u)
+			s = string(b)
+			if invalid == "" {
+				invalid = s + " is not a string"
+			}
+		} else if !Known(s) && invalid == "" {
+			invalid = strconv.Quote(s) + " is not a capability path"
 		}
 		uses = append(uses, s)
 	}
-	return uses, valid
+	return uses, invalid
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -118,8 +118,8 @@ func TestParseAdvertisementVersionAndErrors(t *testing.T) {
 
 func TestParseFeatureSetShapes(t *testing.T) {
 	want := []FeatureSet{
-		{Name: "memory.proactive", Description: "Push reminders", Uses: []string{"pushEvents"}, UsesValid: true},
-		{Name: "memory.retrieval", Description: "Retrieve", Uses: []string{"contextHooks.beforeInference.observe"}, UsesValid: true},
+		{Name: "memory.proactive", Description: "Push reminders", Uses: []string{"pushEvents"}},
+		{Name: "memory.retrieval", Description: "Retrieve", Uses: []string{"contextHooks.beforeInference.observe"}},
 	}
 	for name, raw := range map[string]string{
 		"array (0.4)":       `{"featureSets":[{"name":"memory.retrieval","description":"Retrieve","uses":["contextHooks.beforeInference.observe"]},{"name":"memory.proactive","description":"Push reminders","uses":["pushEvents"]}]}`,
@@ -140,19 +140,27 @@ func TestFeatureSetUsesValidation(t *testing.T) {
 		"empty":{"description":"x","uses":[]},
 		"unknown":{"description":"x","uses":["pushEvents","contextHooks.beforeInference"]},
 		"notstring":{"description":"x","uses":[42]},
+		"notalist":{"description":"x","uses":"pushEvents"},
 		"ok":{"description":"x","uses":["pushEvents","tools"]}}}`, false)
-	got := map[string]bool{}
+	got := map[string]string{}
 	for _, fs := range ad.FeatureSets {
-		got[fs.Name] = fs.UsesValid
+		got[fs.Name] = fs.Invalid
 	}
-	want := map[string]bool{"absent": false, "empty": false, "unknown": false, "notstring": false, "ok": true}
+	want := map[string]string{
+		"absent":    "uses is missing",
+		"empty":     "uses is empty",
+		"unknown":   `"contextHooks.beforeInference" is not a capability path`,
+		"notstring": "42 is not a string",
+		"notalist":  "uses is not a list",
+		"ok":        "",
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
 // all is every path this host could implement.
-var all = Vocabulary
+var all = Vocabulary()
 
 func TestComputeDefaults(t *testing.T) {
 	ad := parse(t, `{"version":"0.5","pushEvents":true,"channels":true,"contextHooks":{"beforeInference":true}}`, true)
@@ -167,7 +175,7 @@ func TestComputeDefaults(t *testing.T) {
 			t.Errorf("%s not granted by default", p)
 		}
 	}
-	if diff := cmp.Diff(injectLeaves, g.Denied, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+	if diff := cmp.Diff(injectLeaves, g.DeniedFor(DenialDefault), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("denied (-want +got):\n%s", diff)
 	}
 	if g.Has("channels") || g.Has("contextHooks.beforeInference") {
@@ -205,7 +213,7 @@ func TestComputePolicy(t *testing.T) {
 				t.Errorf("effective (-want +got):\n%s", diff)
 			}
 			for _, p := range g.Effective {
-				for _, d := range g.Denied {
+				for _, d := range g.DeniedPaths() {
 					if p == d {
 						t.Errorf("%s both granted and denied", p)
 					}
@@ -231,7 +239,7 @@ func TestFeatureSetDerivation(t *testing.T) {
 	states := func(g Grant) map[string]string {
 		m := map[string]string{}
 		for _, fs := range g.FeatureSets {
-			m[fs.Name] = fs.State + "/" + fs.Reason
+			m[fs.Name] = string(fs.State) + "/" + string(fs.Reason)
 		}
 		return m
 	}
@@ -305,8 +313,8 @@ func FuzzParseAdvertisement(f *testing.F) {
 				t.Fatalf("unknown path %q advertised", p)
 			}
 		}
-		g := Compute(ad, Vocabulary, Policy{})
-		for _, p := range DeniedByDefault {
+		g := Compute(ad, Vocabulary(), Policy{})
+		for _, p := range DeniedByDefault() {
 			if g.Has(p) {
 				t.Fatalf("%s granted by default", p)
 			}

@@ -1,7 +1,3 @@
-// Package grant computes what an MCPL server may do: its capability paths,
-// the effective grant (the server's advertisement as this host understands
-// it, intersected with host policy) and the feature sets derived from it.
-// It is pure: no I/O, no clocks, no goroutines (SPEC §5.4, §6; RFC-002).
 package grant
 
 import (
@@ -9,9 +5,9 @@ import (
 	"strings"
 )
 
-// Vocabulary is every capability path this host understands (SPEC §6.2).
-// A path outside it is never granted.
-var Vocabulary = []string{
+// vocabulary is every capability path this host understands (SPEC §6.2),
+// parents before their sub-capabilities.
+var vocabulary = [...]string{
 	"pushEvents",
 	"tools",
 	"modelInfo",
@@ -31,17 +27,38 @@ var Vocabulary = []string{
 	"channels.typing",
 }
 
-// DeniedByDefault are granted only when host policy enables them by an
-// enable pattern (SPEC §13.4, RFC-010): a server's text placed in the
-// context around the user's is an injection risk.
-var DeniedByDefault = []string{
+// deniedByDefault are the paths granted only when an enable pattern names
+// them (SPEC §13.4, RFC-010): a server's text placed in the context around
+// the user's is an injection risk.
+var deniedByDefault = [...]string{
 	"contextHooks.beforeInference.inject.system",
 	"contextHooks.beforeInference.inject.beforeUser",
 	"contextHooks.beforeInference.inject.afterUser",
 }
 
+// Vocabulary returns every capability path this host understands (SPEC
+// §6.2), parents before their sub-capabilities. A path outside it is never
+// granted. The slice is the caller's own.
+func Vocabulary() []string { return slices.Clone(vocabulary[:]) }
+
+// DeniedByDefault returns the paths granted only when a Policy.Enable
+// pattern matches them: the context injections. The slice is the caller's
+// own.
+func DeniedByDefault() []string { return slices.Clone(deniedByDefault[:]) }
+
 // Known reports whether path is in the vocabulary.
-func Known(path string) bool { return slices.Contains(Vocabulary, path) }
+func Known(path string) bool { return slices.Contains(vocabulary[:], path) }
+
+// children returns the vocabulary paths beneath path, in vocabulary order.
+func children(path string) []string {
+	var out []string
+	for _, p := range vocabulary {
+		if len(p) > len(path) && p[len(path)] == '.' && strings.HasPrefix(p, path) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // Match reports whether pattern matches path (SPEC §5.4): both are
 // dot-separated, they must have the same number of segments, and each
