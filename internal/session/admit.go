@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/mcpl-go/mcpl/grant"
@@ -31,58 +32,113 @@ var removedMethods = map[string]string{
 	protocol.MethodScopeElevate:       "scope/elevate was removed in MCPL 0.5.0 with scoped access (SPEC §7): what a server may do is the grant the host computes",
 }
 
-// serve is the connection's handler. A privileged method that arrives
-// before the policy exchange settles waits for it here, in arrival order
-// with everything behind it, then is admitted or rejected against the
-// grant; the wire peer's queue bounds how many wait (Config.MaxHeld), and
-// refuses the rest. Answers to this host's own requests keep flowing
-// meanwhile: the peer routes them on its reader, not here.
+// serve is the connection's handler: admission of the server's privileged
+// methods (docs/admission.md).
 //
-// SPEC §5.3 says to reject privileged methods before policy; several real
-// servers send channels/register right after initialize and give up on a
-// rejection (reference/interop.md item 6). Holding them until the grant is
-// known, then deciding, serves those servers without admitting anything the
-// grant does not allow.
+// SPEC §5.3 says to reject privileged methods until the initial policy
+// exchange completes. Several real servers send channels/register right
+// after initialize and give up on a rejection (reference/interop.md item
+// 6), so this host deviates where it can help and nowhere else: a method
+// whose capability host policy could grant is held until the grant is
+// known, then admitted or rejected against it, in arrival order; a method
+// whose capability it can never grant (not implemented, disabled by host
+// policy) is rejected at once, held or not. Nothing is admitted that the
+// grant does not allow. Everything else (ping, tools/list_changed) is
+// answered at once, held messages or not: holding is a side queue, not a
+// stop of the connection's dispatch.
 func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	if msg, ok := removedMethods[req.Method]; ok {
-		return nil, &wire.Error{Code: wire.CodeMethodNotFound, Message: msg}
+		return nil, &protocol.Error{Code: protocol.CodeMethodNotFound, Message: msg}
 	}
 	capability, privileged := requiredCapability[req.Method]
 	if !privileged {
 		return c.s.serveHost(ctx, req)
 	}
-	g, why := c.admissionGrant(ctx)
-	if !g.Has(capability) {
-		return c.s.deny(req, capability, why)
+	if !grant.Grantable(capability, c.s.cfg.Implemented, c.s.cfg.Policy) {
+		return c.s.deny(req, capability, c.s.neverGranted(capability))
 	}
-	if req.Method == protocol.MethodPushEvent {
-		res, err := c.s.pushEvent(req, g)
-		if req.IsNotification() {
-			// Nothing answers a notification, and a rejection is
-			// already logged: no second line about a handler error.
-			return nil, nil
-		}
-		return res, err
+	if held, err := c.hold(ctx, req); held || err != nil {
+		return nil, err // a held request is answered when the policy settles
 	}
-	c.s.observe(req, true, "")
-	res, err := c.s.serveHost(ctx, req)
-	if errors.Is(err, wire.ErrMethodNotFound) {
-		return nil, &wire.Error{Code: wire.CodeMethodNotFound, Message: notImplemented(req.Method)}
-	}
-	return res, err
+	return c.admit(ctx, req, capability)
 }
 
-// admissionGrant waits until the policy exchange has settled (or the
-// connection has ended) and returns the grant admission uses then, with
-// why policy is not established ("" when it is). A connection that has
-// ended has no grant: nothing is admitted on a connection that is gone, and
-// what was held when it ended is refused rather than left waiting.
-func (c *conn) admissionGrant(ctx context.Context) (grant.Grant, string) {
-	select {
-	case <-c.settledCh:
-	case <-ctx.Done():
-		return emptyGrant(), whyClosed
+// heldMsg is a privileged message waiting for the policy to settle.
+type heldMsg struct {
+	ctx   context.Context
+	req   *wire.Request
+	reply func(any, error) // nil for a notification
+}
+
+// hold queues req while the policy exchange is open, or while what was
+// held is being decided (so that order holds); it reports whether it did.
+// Beyond MaxHeld a request is refused at once (err) and a notification
+// dropped.
+func (c *conn) hold(ctx context.Context, req *wire.Request) (held bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.settled && !c.draining {
+		return false, nil
 	}
+	if len(c.held) >= c.s.cfg.MaxHeld {
+		if req.IsNotification() {
+			c.s.log.Warn("too many messages held for the policy exchange; notification dropped", "method", req.Method, "held", len(c.held))
+			return true, nil
+		}
+		c.s.log.Warn("too many messages held for the policy exchange; request refused", "method", req.Method, "held", len(c.held))
+		return false, &protocol.Error{Code: wire.CodeOverloaded, Message: "request refused: too many requests are waiting for the policy exchange; try again later"}
+	}
+	m := heldMsg{ctx: ctx, req: req}
+	if !req.IsNotification() {
+		m.reply = req.Defer()
+	}
+	c.held = append(c.held, m)
+	return true, nil
+}
+
+// heldRequests returns the methods of the requests held now.
+func (c *conn) heldRequests() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.held {
+		if m.reply != nil {
+			out = append(out, m.req.Method)
+		}
+	}
+	return out
+}
+
+// settle installs the connection's grant, with why policy is not
+// established ("" when it is), and decides what was held, in order, on
+// the calling goroutine; what arrives meanwhile queues behind.
+func (c *conn) settle(g grant.Grant, notEstablished string) {
+	c.mu.Lock()
+	c.grant, c.notEstablished = g, notEstablished
+	c.settled, c.draining = true, true
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		if len(c.held) == 0 {
+			c.draining = false
+			c.mu.Unlock()
+			return
+		}
+		m := c.held[0]
+		c.held[0] = heldMsg{}
+		c.held = c.held[1:]
+		c.mu.Unlock()
+		res, err := c.admit(m.ctx, m.req, requiredCapability[m.req.Method])
+		if m.reply != nil {
+			m.reply(res, err)
+		}
+	}
+}
+
+// admissionGrant returns the grant admission uses now, with why policy is
+// not established ("" when it is). A connection that has ended has no
+// grant: nothing is admitted on a connection that is gone.
+func (c *conn) admissionGrant() (grant.Grant, string) {
 	if c.peer.Err() != nil {
 		return emptyGrant(), whyClosed
 	}
@@ -91,24 +147,57 @@ func (c *conn) admissionGrant(ctx context.Context) (grant.Grant, string) {
 	return c.grant, c.notEstablished
 }
 
-const whyClosed = "the connection has closed"
-
-// deny refuses a privileged method whose capability is not in the grant:
-// a request gets -32002 naming the capability, and saying whether it is
-// not granted or policy is not established (notEstablished says why); a
-// notification is dropped with a log line.
-func (s *Session) deny(req *wire.Request, capability, notEstablished string) (any, error) {
-	reason := fmt.Sprintf("%s rejected: capability %q is not in the effective grant", req.Method, capability)
-	if notEstablished != "" {
-		reason = fmt.Sprintf("%s rejected: capability %q is not granted: policy is not yet established on this connection (%s)", req.Method, capability, notEstablished)
+// admit decides a privileged message against the grant and, admitted,
+// hands it to its consumer.
+func (c *conn) admit(ctx context.Context, req *wire.Request, capability string) (any, error) {
+	g, why := c.admissionGrant()
+	if !g.Has(capability) {
+		reason := fmt.Sprintf("%s rejected: capability %q is not in the effective grant", req.Method, capability)
+		if why != "" {
+			reason = fmt.Sprintf("%s rejected: capability %q is not granted: policy is not yet established on this connection (%s)", req.Method, capability, why)
+		}
+		return c.s.deny(req, capability, reason)
 	}
-	s.observe(req, false, reason)
+	if req.Method == protocol.MethodPushEvent {
+		res, err := c.s.pushEvent(ctx, req, g)
+		if req.IsNotification() {
+			// Nothing answers a notification, and a rejection is
+			// already logged: no second line about a handler error.
+			return nil, nil
+		}
+		return res, err
+	}
+	res, err := c.s.serveHost(ctx, req)
+	if errors.Is(err, wire.ErrMethodNotFound) {
+		err = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: notImplemented(req.Method)}
+	}
+	c.s.observe(req, true, "", res, err)
+	return res, err
+}
+
+// neverGranted says why host policy can never grant capability.
+func (s *Session) neverGranted(capability string) string {
+	if !grant.Known(capability) || !slices.Contains(s.cfg.Implemented, capability) {
+		return fmt.Sprintf("capability %q is not implemented by this host", capability)
+	}
+	return fmt.Sprintf("capability %q is disabled by this host's policy", capability)
+}
+
+// deny refuses a privileged method: a request gets -32002 naming the
+// capability, with reason (the method is named in front unless reason
+// already starts with it); a notification is dropped with a log line.
+func (s *Session) deny(req *wire.Request, capability, reason string) (any, error) {
+	if len(reason) < len(req.Method) || reason[:len(req.Method)] != req.Method {
+		reason = req.Method + " rejected: " + reason
+	}
+	e := protocol.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
+	s.observe(req, false, reason, nil, e)
 	if req.IsNotification() {
 		s.log.Info("privileged notification discarded", "method", req.Method, "capability", capability, "reason", reason)
 		return nil, nil
 	}
 	s.log.Info("privileged request refused", "method", req.Method, "capability", capability, "reason", reason)
-	return nil, wire.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
+	return nil, e
 }
 
 // notImplemented says why an admitted method gets no answer of substance.
@@ -127,50 +216,73 @@ func (s *Session) serveHost(ctx context.Context, req *wire.Request) (any, error)
 	return s.cfg.Handler.Serve(ctx, req)
 }
 
-func (s *Session) observe(req *wire.Request, admitted bool, reason string) {
-	if s.cfg.OnInbound != nil {
-		s.cfg.OnInbound(Inbound{Method: req.Method, Request: !req.IsNotification(), Admitted: admitted, Reason: reason, Params: req.Params})
+// observe tells OnInbound of a decided message and what it was answered.
+func (s *Session) observe(req *wire.Request, admitted bool, reason string, res any, err error) {
+	if s.cfg.OnInbound == nil {
+		return
 	}
+	in := Inbound{Method: req.Method, Request: !req.IsNotification(), Admitted: admitted, Reason: reason, Params: req.Params}
+	if in.Request {
+		var pe *protocol.Error
+		switch {
+		case errors.As(err, &pe):
+			in.Answer, _ = json.Marshal(pe)
+			in.AnswerIsError = true
+		case err != nil:
+			in.Answer, _ = json.Marshal(protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"})
+			in.AnswerIsError = true
+		default:
+			in.Answer, _ = json.Marshal(res)
+		}
+	}
+	s.cfg.OnInbound(in)
 }
 
 // pushEvent validates an admitted push/event (SPEC §9, §6.5), answers a
-// retried eventId as it answered the first, and hands a new event to the
-// host.
-func (s *Session) pushEvent(req *wire.Request, g grant.Grant) (any, error) {
+// retried eventId as it answered the first, and hands a new event to
+// OnPushEvent for its answer.
+func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Grant) (any, error) {
 	var p protocol.PushEventParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
-		return s.rejectPush(req, "", wire.NewError(wire.CodeInvalidParams, "Invalid params: push/event params are not an object of the right shape", nil))
+		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams, "Invalid params: push/event params are not an object of the right shape", nil))
 	}
 	if p.FeatureSet == "" {
-		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeFeatureSetNotEnabled, "Feature set not enabled: push/event must name its feature set", map[string]string{"featureSet": ""}))
+		return s.rejectPush(req, p.EventID, protocol.NewError(protocol.CodeFeatureSetNotEnabled, "Feature set not enabled: push/event must name its feature set", map[string]string{"featureSet": ""}))
 	}
 	fs, declared := g.FeatureSet(p.FeatureSet)
 	if !declared {
-		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeUnknownFeatureSet, fmt.Sprintf("Unknown feature set: %q is not declared", p.FeatureSet), map[string]string{"featureSet": p.FeatureSet}))
+		return s.rejectPush(req, p.EventID, protocol.NewError(protocol.CodeUnknownFeatureSet, fmt.Sprintf("Unknown feature set: %q is not declared", p.FeatureSet), map[string]string{"featureSet": p.FeatureSet}))
 	}
 	if fs.State != grant.StateEnabled {
-		return s.rejectPush(req, p.EventID, wire.NewError(protocol.CodeFeatureSetNotEnabled, fmt.Sprintf("Feature set not enabled: %q is disabled (%s)", p.FeatureSet, fs.Reason), map[string]string{"featureSet": p.FeatureSet}))
+		return s.rejectPush(req, p.EventID, protocol.NewError(protocol.CodeFeatureSetNotEnabled, fmt.Sprintf("Feature set not enabled: %q is disabled (%s)", p.FeatureSet, fs.Reason), map[string]string{"featureSet": p.FeatureSet}))
 	}
 	if p.EventID == "" {
-		return s.rejectPush(req, "", wire.NewError(wire.CodeInvalidParams, "Invalid params: push/event requires an eventId", nil))
+		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams, "Invalid params: push/event requires an eventId", nil))
 	}
 	if prior, seen := s.dedupe.get(p.EventID); seen {
 		s.log.Debug("push/event retried; answered as before", "event_id", p.EventID)
-		s.observe(req, true, "duplicate eventId: answered as before")
+		s.observe(req, true, "duplicate eventId: answered as before", prior, nil)
 		return prior, nil
 	}
-	res := protocol.PushEventResult{Accepted: true}
-	s.dedupe.put(p.EventID, res)
-	s.observe(req, true, "")
+	res := protocol.PushEventResult{Accepted: false, Reason: "this host has nothing to deliver events to"}
 	if s.cfg.OnPushEvent != nil {
-		s.cfg.OnPushEvent(PushEvent{Server: s.cfg.ID, Params: p, Raw: req.Params})
+		var err error
+		res, err = s.cfg.OnPushEvent(ctx, PushEvent{Server: s.cfg.ID, Params: p, Raw: req.Params})
+		if err != nil {
+			s.log.Error("push/event consumer failed; the event is not remembered, so a retry is handled anew",
+				slog.String("event_id", p.EventID), slog.String("error", err.Error()))
+			s.observe(req, true, "", nil, err)
+			return nil, err
+		}
 	}
+	s.dedupe.put(p.EventID, res)
+	s.observe(req, true, "", res, nil)
 	return res, nil
 }
 
-func (s *Session) rejectPush(req *wire.Request, eventID string, e *wire.Error) (any, error) {
+func (s *Session) rejectPush(req *wire.Request, eventID string, e *protocol.Error) (any, error) {
 	s.log.Info("push/event rejected", slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", e.Message))
-	s.observe(req, false, e.Message)
+	s.observe(req, false, e.Message, nil, e)
 	return nil, e
 }
 
@@ -206,94 +318,14 @@ func (d *dedupe) put(id string, r protocol.PushEventResult) {
 }
 
 // HostAdvertisement is the host's experimental.mcpl for initialize: MCPL
-// 0.5, each implemented path as a nested member (MCP's own "tools" left
-// out), and featureSets. It says what this host implements, no more and no
-// less, read as a server reads it (SPEC §5.1), where true at any level
-// means every leaf beneath: so a capability that has sub-capabilities
-// ("inferenceRequest" over "inferenceRequest.streaming") is advertised as
-// an object, its sub-capabilities true or false, never as a bare true. A
-// sub-capability whose parent capability is not implemented cannot be
-// said on its own (the object would advertise the parent) and is left
-// out.
+// 0.5, each implemented path as a nested member, and featureSets. It says
+// what this host implements, no more and no less (grant.MarshalAdvertisement).
 func HostAdvertisement(implemented []string) json.RawMessage {
-	impl := make(map[string]bool, len(implemented))
-	for _, p := range implemented {
-		impl[p] = true
-	}
-	root := map[string]any{"version": protocol.MCPLVersion05, "featureSets": true}
-	for _, p := range implemented {
-		if p == "tools" || orphan(p, impl) {
-			continue
-		}
-		subs := subCapabilities(p)
-		if len(subs) == 0 {
-			setPath(root, p, true)
-			continue
-		}
-		for _, sub := range subs {
-			setPath(root, sub, impl[sub])
+	var ordered []string
+	for _, p := range grant.Vocabulary() {
+		if slices.Contains(implemented, p) {
+			ordered = append(ordered, p)
 		}
 	}
-	b, _ := json.Marshal(root)
-	return b
-}
-
-// orphan reports whether a capability path above p is in the vocabulary
-// but not implemented.
-func orphan(p string, impl map[string]bool) bool {
-	for i := len(p) - 1; i > 0; i-- {
-		if p[i] == '.' && grant.Known(p[:i]) && !impl[p[:i]] {
-			return true
-		}
-	}
-	return false
-}
-
-// subCapabilities returns the vocabulary paths beneath p.
-func subCapabilities(p string) []string {
-	var out []string
-	for _, v := range grant.Vocabulary {
-		if len(v) > len(p) && v[:len(p)] == p && v[len(p)] == '.' {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// setPath sets a dotted path to v in a nested map, making the objects on
-// the way. A true already there stays (an implemented sub-capability is
-// not turned off by its parent's listing), and an object already there is
-// not replaced by a leaf value.
-func setPath(m map[string]any, path string, v bool) {
-	segs := splitPath(path)
-	for i, seg := range segs {
-		if i == len(segs)-1 {
-			switch cur := m[seg].(type) {
-			case map[string]any:
-			case bool:
-				m[seg] = cur || v
-			default:
-				m[seg] = v
-			}
-			return
-		}
-		next, ok := m[seg].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[seg] = next
-		}
-		m = next
-	}
-}
-
-func splitPath(p string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' {
-			out = append(out, p[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, p[start:])
+	return grant.MarshalAdvertisement(protocol.MCPLVersion05, ordered, json.RawMessage("true"))
 }

@@ -60,17 +60,21 @@ func wantEarlyAdmitted(t testing.TB, method string, a answer) {
 func wantDenied(t testing.TB, a answer, capability, why string) {
 	t.Helper()
 	wantError(t, a, protocol.CodeCapabilityDenied, fmt.Sprintf(`{"capability":%q}`, capability), fmt.Sprintf("%q", capability), why)
-	other := map[string]string{notGranted: notEstablished, notEstablished: notGranted}[why]
-	if strings.Contains(a.Error.Message, other) {
-		t.Fatalf("denial %q says both %q and %q", a.Error.Message, why, other)
+	for _, other := range []string{notGranted, notEstablished, notImplemented, disabledByPolicy} {
+		if other != why && strings.Contains(a.Error.Message, other) {
+			t.Fatalf("denial %q says both %q and %q", a.Error.Message, why, other)
+		}
 	}
 }
 
 // The words of a -32002 that say why: the capability is not in an
-// established grant, or policy is not established on the connection.
+// established grant, or policy is not established on the connection; or,
+// decided at once, before any policy, this host can never grant it.
 const (
-	notGranted     = "is not in the effective grant"
-	notEstablished = "policy is not yet established"
+	notGranted       = "is not in the effective grant"
+	notEstablished   = "policy is not yet established"
+	notImplemented   = "is not implemented by this host"
+	disabledByPolicy = "is disabled by this host's policy"
 )
 
 // disableAll is host policy that denies every privileged capability the
@@ -99,7 +103,7 @@ func (h *countingHandler) got() []string {
 // TestAdmitGranted: the admission matrix's granted column, on the wire.
 func TestAdmitGranted(t *testing.T) {
 	box := newInbox()
-	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: handled, OnInbound: box.onInbound})
+	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: handled, OnPushEvent: box.onPush, OnInbound: box.onInbound})
 	for i, m := range privileged {
 		wantResult(t, send(t, s, m.method, m.params), m.admitted)
 		in := box.wait(t, i+1)[i]
@@ -117,25 +121,23 @@ func TestAdmitNotGranted(t *testing.T) {
 		ad          string
 		implemented []string
 		policy      grant.Policy
-		only        []string // the methods this case covers; nil for all
+		why         string
 	}{
-		{"host policy disables it", adFull, everything, disableAll, nil},
-		{"the server does not advertise it", `{"version":"0.5","featureSets":{"chat":{"description":"c","uses":["pushEvents"]}}}`, everything, grant.Policy{}, nil},
-		{"this host does not implement it", adFull, nil, grant.Policy{}, []string{protocol.MethodInferenceRequest, protocol.MethodModelInfo}},
+		{"host policy disables it", adFull, everything, disableAll, disabledByPolicy},
+		{"host policy leaves it out", adFull, everything, grant.Policy{Enable: []string{"tools"}}, disabledByPolicy},
+		{"the server does not advertise it", `{"version":"0.5","featureSets":{"chat":{"description":"c","uses":["pushEvents"]}}}`, everything, grant.Policy{}, notGranted},
+		{"this host does not implement it", adFull, session.DefaultImplemented(), grant.Policy{}, notImplemented},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &countingHandler{}
 			box := newInbox()
 			s := open(t, session.Config{Dial: spawn(t, "-mcpl", tc.ad), Implemented: tc.implemented, Policy: tc.policy, Handler: h, OnInbound: box.onInbound})
-			if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+			if st := s.State(); st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 				t.Fatalf("policy %+v, want accepted", st.Policy)
 			}
 			n := 0
 			for _, m := range privileged {
-				if tc.only != nil && !contains(tc.only, m.method) {
-					continue
-				}
-				wantDenied(t, send(t, s, m.method, m.params), m.capability, notGranted)
+				wantDenied(t, send(t, s, m.method, m.params), m.capability, tc.why)
 				if !strings.Contains(send(t, s, m.method, m.params).Error.Message, m.method) {
 					t.Errorf("the denial of %s does not name the method", m.method)
 				}
@@ -152,19 +154,12 @@ func TestAdmitNotGranted(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestAdmitBeforePolicy: the before-policy column. Each method is sent by
 // the server right after notifications/initialized, before the policy
-// exchange; it is held, then admitted or rejected against the grant the
-// exchange settles on. Never dropped, never left unanswered.
+// exchange. One host policy could grant is held, then admitted or rejected
+// against the grant the exchange settles on; one it can never grant is
+// rejected at once (TestNeverGrantableNotHeld times that). Never dropped,
+// never left unanswered.
 func TestAdmitBeforePolicy(t *testing.T) {
 	for _, m := range privileged {
 		t.Run(m.method, func(t *testing.T) {
@@ -176,7 +171,8 @@ func TestAdmitBeforePolicy(t *testing.T) {
 				check  func(t testing.TB, a answer)
 			}{
 				{"granted", nil, grant.Policy{}, func(t testing.TB, a answer) { wantEarlyAdmitted(t, m.method, a) }},
-				{"not granted", nil, disableAll, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notGranted) }},
+				{"never grantable", nil, disableAll, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, disabledByPolicy) }},
+				{"not advertised", []string{"-mcpl", `{"version":"0.5"}`}, grant.Policy{}, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notGranted) }},
 				{"policy unanswered", []string{"-policy", "error"}, grant.Policy{}, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notEstablished) }},
 				{"policy refused", []string{"-policy", "refuse"}, grant.Policy{}, func(t testing.TB, a answer) { wantDenied(t, a, m.capability, notEstablished) }},
 			} {
@@ -208,15 +204,13 @@ func TestAdmitAfterReconnect(t *testing.T) {
 			gate := make(chan struct{})
 			d.gate = map[int]chan struct{}{2: gate}
 			s := open(t, session.Config{
-				Dial: d.dial, Implemented: everything, Handler: handled, Logger: rec.Logger(),
+				Dial: d.dial, Implemented: everything, Handler: handled, OnPushEvent: newInbox().onPush, Logger: rec.Logger(),
 				Reconnect: session.Reconnect{Enabled: true, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 			})
 			wantResult(t, send(t, s, m.method, m.params), m.admitted)
 
 			_, err := toolErr(s, "exit", map[string]int{"code": 1})
-			if ce := callError(t, err); ce.Outcome != wire.NoResponse || ce.Error() != closedPendingReconnecting {
-				t.Fatalf("the call the server died in: %v (%v)", err, ce.Outcome)
-			}
+			wantFailure(t, err, closedPendingReconnecting)
 			if g := s.Grant(); len(g.Effective) != 0 {
 				t.Errorf("grant %v after the connection closed, want it dropped at once", g.Effective)
 			}
@@ -240,12 +234,12 @@ func TestAdmitAfterReconnect(t *testing.T) {
 // saying what replaced them.
 func TestRemovedMethods(t *testing.T) {
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything, Handler: handled})
-	wantError(t, send(t, s, protocol.MethodFeatureSetsChanged, `{"enabled":["chat"]}`), wire.CodeMethodNotFound, "",
+	wantError(t, send(t, s, protocol.MethodFeatureSetsChanged, `{"enabled":["chat"]}`), protocol.CodeMethodNotFound, "",
 		"featureSets/changed was removed", "mcpl/manifestChanged")
-	wantError(t, send(t, s, protocol.MethodScopeElevate, `{"scope":"x"}`), wire.CodeMethodNotFound, "",
+	wantError(t, send(t, s, protocol.MethodScopeElevate, `{"scope":"x"}`), protocol.CodeMethodNotFound, "",
 		"scope/elevate was removed", "grant")
 	// Any other unknown method is method-not-found too.
-	wantError(t, send(t, s, "state/update", `{}`), wire.CodeMethodNotFound, "", "state/update")
+	wantError(t, send(t, s, "state/update", `{}`), protocol.CodeMethodNotFound, "", "state/update")
 }
 
 // TestUnhandledAdmitted: an admitted method the host does not handle is
@@ -253,13 +247,13 @@ func TestRemovedMethods(t *testing.T) {
 // truthful model information.
 func TestUnhandledAdmitted(t *testing.T) {
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Implemented: everything})
-	wantError(t, send(t, s, protocol.MethodModelInfo, `{}`), wire.CodeMethodNotFound, "", "model/info", "no truthful model information")
+	wantError(t, send(t, s, protocol.MethodModelInfo, `{}`), protocol.CodeMethodNotFound, "", "model/info", "no truthful model information")
 	for _, m := range privileged[1:6] {
-		wantError(t, send(t, s, m.method, m.params), wire.CodeMethodNotFound, "", m.method, "not implemented")
+		wantError(t, send(t, s, m.method, m.params), protocol.CodeMethodNotFound, "", m.method, "not implemented")
 	}
-	// Not granted, it is -32002 all the same.
+	// Not implemented, it is -32002 all the same.
 	s2 := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull)})
-	wantDenied(t, send(t, s2, protocol.MethodModelInfo, `{}`), "modelInfo", notGranted)
+	wantDenied(t, send(t, s2, protocol.MethodModelInfo, `{}`), "modelInfo", notImplemented)
 }
 
 // TestDeniedNotification: a denied privileged notification is dropped with a

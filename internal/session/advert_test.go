@@ -13,8 +13,8 @@ import (
 )
 
 func TestHostAdvertisementDefault(t *testing.T) {
-	got := session.HostAdvertisement(session.DefaultImplemented)
-	want := `{"version":"0.5","featureSets":true,"pushEvents":true,"channels":{"register":true,"incoming":true}}`
+	got := session.HostAdvertisement(session.DefaultImplemented())
+	want := `{"version":"0.5","featureSets":true}`
 	if !jsonEqual(got, json.RawMessage(want)) {
 		t.Errorf("HostAdvertisement(DefaultImplemented) = %s, want %s", got, want)
 	}
@@ -56,7 +56,7 @@ func TestHostAdvertisementExact(t *testing.T) {
 		}
 	}
 	check(nil)
-	check(grant.Vocabulary)
+	check(grant.Vocabulary())
 	check([]string{"tools"})
 	for _, tc := range []struct {
 		impl []string
@@ -72,9 +72,10 @@ func TestHostAdvertisementExact(t *testing.T) {
 			t.Errorf("HostAdvertisement(%v) = %s, want %s", tc.impl, got, tc.want)
 		}
 	}
-	for i, a := range grant.Vocabulary {
+	vocab := grant.Vocabulary()
+	for i, a := range vocab {
 		check([]string{a})
-		for _, b := range grant.Vocabulary[i+1:] {
+		for _, b := range vocab[i+1:] {
 			check([]string{a, b})
 			check([]string{b, a})
 		}
@@ -82,7 +83,7 @@ func TestHostAdvertisementExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 500 {
 		var impl []string
-		for _, p := range grant.Vocabulary {
+		for _, p := range vocab {
 			if r.IntN(2) == 0 {
 				impl = append(impl, p)
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 
@@ -20,12 +19,19 @@ type conn struct {
 	s    *Session
 	peer *wire.Peer
 
-	settledCh chan struct{} // closed when the policy exchange has settled
-	mu        sync.Mutex
-	grant     grant.Grant // this connection's grant, once settled
+	mu sync.Mutex
+	// settled is set once the policy exchange has settled (or failed):
+	// from then on admission decides against grant.
+	settled bool
+	grant   grant.Grant // this connection's grant, once settled
 	// notEstablished says why policy is not established on this
 	// connection ("" when it is): admission's words for a refusal.
 	notEstablished string
+	// held are the privileged messages that arrived before the policy
+	// settled, in arrival order; draining is set while they are decided,
+	// and what arrives meanwhile queues behind them.
+	held     []heldMsg
+	draining bool
 }
 
 // ErrRefusedClose is a server's refusal of the policy with fallback
@@ -39,36 +45,35 @@ const (
 	whyUnreadable = "the server's MCPL advertisement is unreadable"
 	whyRefused    = "the server refused the policy"
 	whyUnanswered = "the policy exchange was not answered"
+	whyClosed     = "the connection has closed"
+	whyFailed     = "the connect failed, and the connection is closing"
 )
 
-// connect dials, runs initialize and the policy exchange, and installs the
-// connection. It fails when the dial or initialize fails, when the server
-// refuses the policy asking to close, and when the connection or ctx ends
-// before the exchange settles; any other policy exchange that goes wrong
-// leaves MCPL off instead.
-func (s *Session) connect(ctx context.Context) error {
+// connect dials, runs initialize and the policy exchange, answers what the
+// server sent meanwhile, and installs the connection. It fails when the
+// dial or initialize fails, when the server refuses the policy asking to
+// close, and when the connection or ctx ends before the exchange settles;
+// any other policy exchange that goes wrong leaves MCPL off instead.
+// tracked says whether the calling goroutine is one Close waits for.
+func (s *Session) connect(ctx context.Context, tracked bool) error {
 	stream, err := s.cfg.Dial(ctx)
 	if err != nil {
 		return err
 	}
-	c := &conn{s: s, settledCh: make(chan struct{})}
+	c := &conn{s: s}
 	c.peer = wire.NewPeer(stream, wire.Options{
 		Name:         s.cfg.ID,
 		Handler:      wire.HandlerFunc(c.serve),
+		Context:      s.base,
 		Logger:       s.cfg.Logger,
 		Timeout:      s.cfg.RequestTimeout,
 		Reconnecting: s.Reconnecting,
-		// The message being decided is held too: it has left the queue.
-		MaxQueued: max(s.cfg.MaxHeld-1, 1),
 	})
 	st, why, err := c.handshake(ctx)
 	if err != nil {
-		if c.peer.Err() != nil {
-			// The connection ended under the handshake. What it held is
-			// refused (admission sees it has ended): let those answers
-			// go out while the stream still takes them.
-			<-c.peer.Done()
-		}
+		// What was held is refused, while the stream still takes the
+		// answers, then the connection closes.
+		c.settle(emptyGrant(), whyFailed)
 		c.peer.Close()
 		if errors.Is(err, ErrRefusedClose) {
 			s.mu.Lock()
@@ -80,6 +85,7 @@ func (s *Session) connect(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		c.settle(emptyGrant(), whyClosed)
 		c.peer.Close()
 		return ErrClosed
 	}
@@ -87,10 +93,10 @@ func (s *Session) connect(ctx context.Context) error {
 	s.state = st
 	s.mu.Unlock()
 	c.settle(st.Grant, why)
-	s.wg.Add(1)
+	s.running.add()
 	go s.watch(c)
 	if s.cfg.OnConnect != nil {
-		s.cfg.OnConnect(s)
+		s.callback(tracked, func() { s.cfg.OnConnect(s) })
 	}
 	return nil
 }
@@ -107,7 +113,7 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		}},
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}
-	if err := c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(InitializeTimeout)); err != nil {
+	if err := c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout)); err != nil {
 		return st, "", err
 	}
 	// Some servers read exactly one message after their initialize answer
@@ -131,14 +137,12 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		s.log.Info("advertised capabilities this host does not know are ignored", "paths", ad.Ignored)
 	}
 	g := grant.Compute(ad, s.cfg.Implemented, s.cfg.Policy)
-	for _, p := range g.Denied {
-		if isDeniedByDefault(p) && !matchesAnyEnable(s.cfg.Policy, p) {
-			s.log.Info("advertised but denied by default; enable it explicitly if intended", "path", p)
-		}
+	if p := g.DeniedFor(grant.DenialDefault); len(p) > 0 {
+		s.log.Info("advertised but denied by default; enable them explicitly if intended", "paths", p)
 	}
-	res, established := c.exchange(ctx, ad, g)
+	res := c.exchange(ctx, ad, g)
 	st.Policy = &res
-	if res.Outcome == OutcomeRefused && res.Fallback == protocol.FallbackClose {
+	if res.Outcome == grant.OutcomeRefused && res.Fallback == protocol.FallbackClose {
 		s.mu.Lock()
 		s.reconnect = false
 		s.mu.Unlock()
@@ -150,66 +154,69 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		return st, "", err
 	}
 	if err := c.peer.Err(); err != nil {
-		return st, "", fmt.Errorf("session: the connection closed during the policy exchange: %w", err)
+		return st, "", fmt.Errorf("session: %w during the policy exchange: %w", wire.ErrConnClosed, err)
 	}
-	if established {
+	if res.Outcome.Established() {
 		st.Grant = g
 		return st, "", nil
 	}
-	st.Grant = offGrant(g)
-	if res.Outcome == OutcomeRefused {
+	st.Grant = g.Withheld()
+	if res.Outcome == grant.OutcomeRefused {
 		return st, whyRefused, nil
 	}
 	return st, whyUnanswered, nil
 }
 
 // exchange sends the initial policy (SPEC §5.3) and reads the receipt.
-// established says whether the grant now holds.
-func (c *conn) exchange(ctx context.Context, ad grant.Advertisement, g grant.Grant) (PolicyResult, bool) {
+func (c *conn) exchange(ctx context.Context, ad grant.Advertisement, g grant.Grant) PolicyResult {
 	log := c.s.log
 	params := protocol.FeatureSetsUpdateParams{
 		EffectiveCapabilities: g.Effective,
-		DeniedCapabilities:    g.Denied,
+		DeniedCapabilities:    g.DeniedPaths(),
 		Enabled:               g.Enabled(),
 		Disabled:              g.Disabled(),
 	}
 	var rec protocol.PolicyReceipt
-	err := c.peer.Call(ctx, protocol.MethodFeatureSetsUpdate, params, &rec, wire.WithTimeout(PolicyTimeout))
+	err := c.peer.Call(ctx, protocol.MethodFeatureSetsUpdate, params, &rec, wire.WithTimeout(c.s.cfg.PolicyTimeout))
 	var ce *wire.CallError
 	switch {
 	case err == nil && rec.Accepted:
-		res := PolicyResult{Outcome: OutcomeAccepted, Receipt: &rec}
+		res := PolicyResult{Outcome: grant.OutcomeAccepted, Receipt: &rec}
 		if rec.Mode == "degraded" || len(rec.UnavailableFeatures) > 0 {
-			res.Outcome = OutcomeDegraded
+			res.Outcome = grant.OutcomeDegraded
 			for _, u := range rec.UnavailableFeatures {
 				log.Warn("feature set degraded by the server", "feature_set", u.FeatureSet, "effect", u.Effect, "missing", u.MissingCapabilities)
 			}
 		}
-		log.Info("policy established", "outcome", res.Outcome, "effective", g.Effective)
-		return res, true
+		log.Info("policy established", "outcome", string(res.Outcome), "effective", g.Effective)
+		return res
 	case err == nil:
-		res := PolicyResult{Outcome: OutcomeRefused, Fallback: rec.Fallback, Reason: rec.Reason, Receipt: &rec}
+		res := PolicyResult{Outcome: grant.OutcomeRefused, Fallback: rec.Fallback, Reason: rec.Reason, Receipt: &rec}
 		if res.Fallback != protocol.FallbackClose {
 			// A refusal that names no fallback, or an unknown one, is
 			// read as the milder: MCPL off, tools on.
 			res.Fallback = protocol.FallbackMCPOnly
 		}
 		log.Warn("the server refused the initial policy", "reason", rec.Reason, "fallback", res.Fallback, "missing", rec.MissingCapabilities)
-		return res, false
-	case errors.As(err, &ce) && ce.Outcome == wire.ErrorResponse && ce.Code == wire.CodeMethodNotFound && ad.Version == protocol.MCPLVersion04:
+		return res
+	case errors.As(err, &ce) && ce.Outcome == wire.ErrorResponse && ce.Answer.Code == protocol.CodeMethodNotFound && ad.Version == protocol.MCPLVersion04:
 		if nerr := c.peer.Notify(ctx, protocol.MethodFeatureSetsUpdate, params); nerr != nil {
 			log.Warn("a 0.4 server refused the policy request, and the notification could not be sent; MCPL stays off", "error", nerr.Error())
-			return PolicyResult{Outcome: OutcomeUnanswered, Reason: "the policy notification was not sent"}, false
+			return PolicyResult{Outcome: grant.OutcomeUnanswered, Reason: "the policy notification was not sent"}
 		}
-		log.Info("a 0.4 server took the policy as a notification (the 0.4 path)", "effective", g.Effective)
-		return PolicyResult{Outcome: OutcomeNotification}, true
+		log.Info("a 0.4 server refused the policy as a Request; sent it again as a notification (the 0.4 path)", "effective", g.Effective)
+		return PolicyResult{Outcome: grant.OutcomeNotification}
 	default:
-		reason := policyErrorReason(err)
+		res := PolicyResult{Outcome: grant.OutcomeUnanswered, Reason: policyErrorReason(err)}
 		if ctx.Err() == nil && c.peer.Err() == nil {
 			// Otherwise the connect fails, and says so itself.
-			log.Warn("the initial policy was not answered; MCPL's privileged surface stays off, tools work", "reason", reason)
+			log.Warn("the initial policy was not answered; MCPL's privileged surface stays off, tools work", "reason", res.Reason)
+			if res.Held = c.heldRequests(); len(res.Held) > 0 {
+				log.Warn("the server's own requests were waiting on this host when the policy went unanswered: a server that waits for their answers before it reads the policy deadlocks there",
+					"held", res.Held)
+			}
 		}
-		return PolicyResult{Outcome: OutcomeUnanswered, Reason: reason}, false
+		return res
 	}
 }
 
@@ -221,11 +228,11 @@ func policyErrorReason(err error) string {
 	}
 	switch ce.Outcome {
 	case wire.ErrorResponse:
-		return fmt.Sprintf("error %d: %s", ce.Code, strings.TrimSpace(ce.Message))
+		return fmt.Sprintf("error %d: %s", ce.Answer.Code, strings.TrimSpace(ce.Answer.Message))
 	case wire.NoResponse:
 		switch ce.Cause {
 		case wire.CauseDeadline:
-			return fmt.Sprintf("no answer within %s", ce.Timeout)
+			return "no answer within " + wire.ShortDuration(ce.Timeout)
 		case wire.CauseCanceled:
 			return "no answer: the request was abandoned"
 		}
@@ -236,16 +243,6 @@ func policyErrorReason(err error) string {
 	return "the request was not sent"
 }
 
-// settle installs the connection's grant, with why policy is not
-// established ("" when it is), and releases what was held.
-func (c *conn) settle(g grant.Grant, notEstablished string) {
-	c.mu.Lock()
-	c.grant = g
-	c.notEstablished = notEstablished
-	c.mu.Unlock()
-	close(c.settledCh)
-}
-
 // live reports whether the connection is still open. Its grant holds only
 // while it is: the moment the connection ends, the grant is gone, before
 // the connection's goroutines have wound down.
@@ -254,7 +251,7 @@ func (c *conn) live() bool { return c.peer.Err() == nil }
 // watch waits for the connection to end, drops it and its grant, and
 // reconnects when that is on.
 func (s *Session) watch(c *conn) {
-	defer s.wg.Done()
+	defer s.running.done()
 	<-c.peer.Done()
 	s.mu.Lock()
 	if s.conn == c {
@@ -276,7 +273,7 @@ func (s *Session) watch(c *conn) {
 	}
 	s.log.Warn("the connection to the server closed", attrs...)
 	if s.cfg.OnDisconnect != nil {
-		s.cfg.OnDisconnect(s, recon)
+		s.callback(true, func() { s.cfg.OnDisconnect(s, recon) })
 	}
 	if recon {
 		s.redialLoop()
@@ -284,38 +281,5 @@ func (s *Session) watch(c *conn) {
 }
 
 func emptyGrant() grant.Grant {
-	return grant.Grant{Effective: []string{}, Denied: []string{}}
-}
-
-// offGrant is the grant when MCPL stays off: nothing effective, every
-// advertised path denied, every feature set disabled.
-func offGrant(g grant.Grant) grant.Grant {
-	off := grant.Grant{Effective: []string{}, Denied: append(append([]string{}, g.Effective...), g.Denied...)}
-	slices.Sort(off.Denied)
-	for _, fs := range g.FeatureSets {
-		fs.State = grant.StateDisabled
-		if fs.Reason == "" {
-			fs.Reason = "policy_not_established"
-		}
-		off.FeatureSets = append(off.FeatureSets, fs)
-	}
-	return off
-}
-
-func isDeniedByDefault(p string) bool {
-	for _, d := range grant.DeniedByDefault {
-		if d == p {
-			return true
-		}
-	}
-	return false
-}
-
-func matchesAnyEnable(pol grant.Policy, p string) bool {
-	for _, e := range pol.Enable {
-		if grant.Match(e, p) {
-			return true
-		}
-	}
-	return false
+	return grant.Grant{Effective: []string{}, Denied: []grant.Denial{}}
 }

@@ -3,7 +3,6 @@ package session_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"testing/synctest"
 
@@ -24,17 +23,17 @@ import (
 func TestHeldThenDecided(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		policy  grant.Policy
+		ad      string
 		receipt string
 		want    func(t testing.TB, method, capability string, a answer)
 	}{
-		{"granted", grant.Policy{}, `{"accepted":true}`, func(t testing.TB, method, _ string, a answer) {
+		{"granted", adFull, `{"accepted":true}`, func(t testing.TB, method, _ string, a answer) {
 			wantEarlyAdmitted(t, method, a)
 		}},
-		{"not granted", disableAll, `{"accepted":true}`, func(t testing.TB, _, capability string, a answer) {
+		{"not advertised", `{"version":"0.5"}`, `{"accepted":true}`, func(t testing.TB, _, capability string, a answer) {
 			wantDenied(t, a, capability, notGranted)
 		}},
-		{"refused", grant.Policy{}, `{"accepted":false,"fallback":"mcp-only","reason":"no"}`, func(t testing.TB, _, capability string, a answer) {
+		{"refused", adFull, `{"accepted":false,"fallback":"mcp-only","reason":"no"}`, func(t testing.TB, _, capability string, a answer) {
 			wantDenied(t, a, capability, notEstablished)
 		}},
 	} {
@@ -42,8 +41,8 @@ func TestHeldThenDecided(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sc := newScript(t)
 				box := newInbox()
-				c := connectAsync(session.Config{Dial: sc.dial, Implemented: everything, Policy: tc.policy, Handler: handled, OnInbound: box.onInbound})
-				sc.initialize(adFull)
+				c := connectAsync(session.Config{Dial: sc.dial, Implemented: everything, Handler: handled, OnInbound: box.onInbound})
+				sc.initialize(tc.ad)
 				pol := sc.expect(protocol.MethodFeatureSetsUpdate)
 				for i, m := range privileged {
 					sc.request(i+1, m.method, `{"channels":[{"id":"general","label":"#general"}]}`)
@@ -66,6 +65,46 @@ func TestHeldThenDecided(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestNeverGrantableNotHeld: a privileged request host policy can never
+// grant (not implemented, disabled by host policy) is rejected at once,
+// while the policy exchange is open and behind a held request, and so is
+// a ping answered at once: holding is a side queue, not a stop. The held
+// request is decided when the policy settles.
+func TestNeverGrantableNotHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc := newScript(t)
+		box := newInbox()
+		c := connectAsync(session.Config{
+			Dial: sc.dial, Implemented: []string{"tools", "channels.register", "channels.incoming"},
+			Policy: grant.Policy{Disable: []string{"channels.incoming"}}, Handler: handled, OnInbound: box.onInbound,
+		})
+		sc.initialize(adFull)
+		pol := sc.expect(protocol.MethodFeatureSetsUpdate)
+		sc.request(1, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
+		sc.request(2, protocol.MethodPushEvent, pushParams("chat", "e1"))
+		sc.request(3, protocol.MethodChannelsIncoming, privileged[4].params)
+		sc.request(4, protocol.MethodPing, `{}`)
+		synctest.Wait()
+		got := map[string]msg{}
+		for _, m := range sc.pending() {
+			got[string(m.ID)] = m
+		}
+		if _, answered := got["1"]; answered || len(got) != 3 {
+			t.Fatalf("before the policy settled the host wrote %v; want answers to 2, 3 and 4 only", sc.pending())
+		}
+		wantDenied(t, got["2"].asAnswer(), "pushEvents", notImplemented)
+		wantDenied(t, got["3"].asAnswer(), "channels.incoming", disabledByPolicy)
+		wantResult(t, got["4"].asAnswer(), `{"handled":"ping"}`)
+		sc.reply(pol, `{"accepted":true}`)
+		c.ok(t)
+		wantResult(t, sc.answerTo(1), `{"results":[{"id":"general","accepted":true}]}`)
+		in := box.all()
+		if len(in) != 3 || in[0].Method != protocol.MethodPushEvent || in[2].Method != protocol.MethodChannelsRegister || !in[2].Admitted {
+			t.Errorf("inbound %+v: want the two rejections, then the held register admitted", in)
+		}
+	})
 }
 
 // TestHeldBound: at most MaxHeld requests are held; beyond that they are
@@ -200,9 +239,7 @@ func TestGrantDroppedAtOnce(t *testing.T) {
 			t.Errorf("state %+v after the connection ended", st)
 		}
 		err := s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
-		if ce := callError(t, err); ce.Outcome != wire.NotSent || ce.Error() != fmt.Sprintf(notSentNoReconnect, server) {
-			t.Errorf("call after the end: %v", err)
-		}
+		wantFailure(t, err, notSentNoReconnect)
 		close(release)
 		wantResult(t, sc.answerTo(1), `{"handled":"channels/list"}`)
 		wantDenied(t, sc.answerTo(2), "channels.register", notEstablished)

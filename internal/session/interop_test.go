@@ -86,7 +86,7 @@ func TestInterop03VersionsAndChannels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t, session.Config{Dial: spawn(t, "-mcpl", tc.ad), Handler: handled})
 			st := s.State()
-			if st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+			if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 				t.Fatalf("policy %+v", st.Policy)
 			}
 			if diff := cmp.Diff(tc.effective, st.Grant.Effective); diff != "" {
@@ -147,7 +147,7 @@ func TestInterop10NoServerInfo(t *testing.T) {
 	if st.Init.ServerInfo != nil || st.Init.ProtocolVersion != "" {
 		t.Fatalf("init %+v, want no serverInfo or protocolVersion", st.Init)
 	}
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Errorf("policy %+v", st.Policy)
 	}
 	if got := tool(t, s, "echo", map[string]string{"text": "ok"}); got != "ok" {
@@ -164,7 +164,7 @@ func TestInterop11Noise(t *testing.T) {
 		args = append(args, "-banner", n)
 	}
 	s := open(t, session.Config{Dial: spawn(t, append(args, "-mcpl", adFull)...)})
-	if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+	if st := s.State(); st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Fatalf("policy %+v after a noisy start", st.Policy)
 	}
 	if got := tool(t, s, "noise", map[string]any{"lines": noise}); got != "after noise" {

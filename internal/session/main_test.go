@@ -123,6 +123,12 @@ func open(t testing.TB, cfg session.Config) *session.Session {
 	if cfg.Logger == nil {
 		cfg.Logger = discard
 	}
+	if cfg.Implemented == nil {
+		cfg.Implemented = served
+	}
+	if cfg.OnPushEvent == nil {
+		cfg.OnPushEvent = acceptPush
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := session.Connect(ctx, cfg)
@@ -303,12 +309,13 @@ func (b *inbox) onInbound(in session.Inbound) {
 	b.mu.Unlock()
 }
 
-func (b *inbox) onPush(ev session.PushEvent) {
+func (b *inbox) onPush(_ context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
 	b.mu.Lock()
 	b.events = append(b.events, ev)
 	close(b.changed)
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
+	return protocol.PushEventResult{Accepted: true}, nil
 }
 
 func (b *inbox) all() []session.Inbound {
@@ -365,7 +372,7 @@ var handled = wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, 
 	case protocol.MethodChannelsRegister:
 		var p protocol.ChannelsRegisterParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			return nil, wire.NewError(wire.CodeInvalidParams, "bad params", nil)
+			return nil, protocol.NewError(protocol.CodeInvalidParams, "bad params", nil)
 		}
 		res := protocol.ChannelResults{Results: []protocol.ChannelResult{}}
 		for _, c := range p.Channels {
@@ -375,7 +382,7 @@ var handled = wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, 
 	case protocol.MethodChannelsChanged:
 		var p protocol.ChannelsChangedParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			return nil, wire.NewError(wire.CodeInvalidParams, "bad params", nil)
+			return nil, protocol.NewError(protocol.CodeInvalidParams, "bad params", nil)
 		}
 		res := protocol.ChannelResults{Results: []protocol.ChannelResult{}}
 		for _, c := range p.Added {
@@ -385,7 +392,7 @@ var handled = wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, 
 			res.Results = append(res.Results, protocol.ChannelResult{ID: id, Accepted: true})
 		}
 		return res, nil
-	case protocol.MethodChannelsList, protocol.MethodChannelsIncoming, protocol.MethodInferenceRequest, protocol.MethodModelInfo:
+	case protocol.MethodChannelsList, protocol.MethodChannelsIncoming, protocol.MethodInferenceRequest, protocol.MethodModelInfo, protocol.MethodPing:
 		return map[string]string{"handled": req.Method}, nil
 	}
 	return nil, wire.ErrMethodNotFound
@@ -393,4 +400,15 @@ var handled = wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, 
 
 // everything is a host that implements the whole vocabulary, so every
 // privileged method can be granted.
-var everything = grant.Vocabulary
+var everything = grant.Vocabulary()
+
+// acceptPush accepts every push event: the consumer a session the helpers
+// open has unless the test gives its own.
+func acceptPush(context.Context, session.PushEvent) (protocol.PushEventResult, error) {
+	return protocol.PushEventResult{Accepted: true}, nil
+}
+
+// served is what the tests' consumers serve (the push inbox, the handled
+// handler) beside tools: a session the helpers open implements it unless
+// the test says otherwise. The host's own default is tools alone.
+var served = []string{"tools", "pushEvents", "channels.register", "channels.incoming"}

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -53,7 +54,7 @@ func TestPolicyAccepted(t *testing.T) {
 	rec := newRecorder()
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull), Logger: rec.Logger()})
 	st := s.State()
-	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+	if !st.Connected || st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Fatalf("state %+v, want connected with the policy accepted", st)
 	}
 	if diff := cmp.Diff(fullEffective, s.Grant().Effective); diff != "" {
@@ -73,7 +74,7 @@ func TestPolicyAccepted(t *testing.T) {
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("policy on the wire (-want +got):\n%s", diff)
 	}
-	if got := rec.One(t, "policy established"); got.Attr("outcome") != session.OutcomeAccepted {
+	if got := rec.One(t, "policy established"); got.Attr("outcome") != string(grant.OutcomeAccepted) {
 		t.Errorf("log %+v, want outcome accepted", got)
 	}
 	// Established: an admitted push/event works on the wire.
@@ -86,7 +87,7 @@ func TestPolicyDegraded(t *testing.T) {
 	rec := newRecorder()
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "degrade"), Logger: rec.Logger()})
 	st := s.State()
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeDegraded || st.Policy.Receipt == nil {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeDegraded || st.Policy.Receipt == nil {
 		t.Fatalf("policy %+v, want degraded with its receipt", st.Policy)
 	}
 	if diff := cmp.Diff(fullEffective, st.Grant.Effective); diff != "" {
@@ -106,7 +107,7 @@ func TestPolicyRefusedMCPOnly(t *testing.T) {
 	rec := newRecorder()
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "refuse"), Logger: rec.Logger()})
 	st := s.State()
-	if !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused ||
+	if !st.Connected || st.Policy == nil || st.Policy.Outcome != grant.OutcomeRefused ||
 		st.Policy.Fallback != protocol.FallbackMCPOnly || st.Policy.Reason != "this server needs inject.system" {
 		t.Fatalf("state %+v policy %+v, want connected, refused mcp-only with the server's reason", st, st.Policy)
 	}
@@ -166,13 +167,13 @@ func TestPolicy04MethodNotFound(t *testing.T) {
 	rec := newRecorder()
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad04, "-policy", "method-not-found"), Logger: rec.Logger()})
 	st := s.State()
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeNotification {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeNotification {
 		t.Fatalf("policy %+v, want the 0.4 notification path", st.Policy)
 	}
 	if diff := cmp.Diff([]string{"channels.incoming", "channels.register", "pushEvents", "tools"}, st.Grant.Effective); diff != "" {
 		t.Errorf("effective grant (-want +got):\n%s", diff)
 	}
-	rec.One(t, "a 0.4 server took the policy as a notification (the 0.4 path)")
+	rec.One(t, "a 0.4 server refused the policy as a Request; sent it again as a notification (the 0.4 path)")
 	r := policyReport(t, s)
 	if len(r.Policies) != 2 || !r.Policies[0].AsRequest || r.Policies[1].AsRequest {
 		t.Fatalf("policies %+v, want a request then a notification", r.Policies)
@@ -191,7 +192,7 @@ func TestPolicyMethodNotFoundNot04(t *testing.T) {
 		rec := newRecorder()
 		s := open(t, session.Config{Dial: spawn(t, "-mcpl", ad, "-policy", "method-not-found"), Logger: rec.Logger()})
 		st := s.State()
-		if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || !strings.Contains(st.Policy.Reason, "-32601") {
+		if st.Policy == nil || st.Policy.Outcome != grant.OutcomeUnanswered || !strings.Contains(st.Policy.Reason, "-32601") {
 			t.Fatalf("%s: policy %+v, want unanswered naming -32601", ad, st.Policy)
 		}
 		if len(st.Grant.Effective) != 0 {
@@ -203,7 +204,7 @@ func TestPolicyMethodNotFoundNot04(t *testing.T) {
 		if got := rec.One(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); !strings.Contains(got.Attr("reason"), "-32601") {
 			t.Errorf("%s: log %+v, want the reason", ad, got)
 		}
-		if n := len(rec.Find("a 0.4 server took the policy as a notification (the 0.4 path)")); n != 0 {
+		if n := len(rec.Find("a 0.4 server refused the policy as a Request; sent it again as a notification (the 0.4 path)")); n != 0 {
 			t.Errorf("%s: the 0.4 path was logged", ad)
 		}
 	}
@@ -216,7 +217,7 @@ func TestPolicyError(t *testing.T) {
 	s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-policy", "error"), Logger: rec.Logger()})
 	st := s.State()
 	const reason = "error -32000: policy store unavailable"
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || st.Policy.Reason != reason {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeUnanswered || st.Policy.Reason != reason {
 		t.Fatalf("policy %+v, want unanswered: %s", st.Policy, reason)
 	}
 	if got := rec.One(t, "the initial policy was not answered; MCPL's privileged surface stays off, tools work"); got.Attr("reason") != reason {
@@ -311,7 +312,7 @@ func TestPolicyUnanswered(t *testing.T) {
 			t.Errorf("Connect took %v, want the 15s policy deadline", took)
 		}
 		st := s.State()
-		if st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered || st.Policy.Reason != "no answer within 15s" {
+		if st.Policy == nil || st.Policy.Outcome != grant.OutcomeUnanswered || st.Policy.Reason != "no answer within 15s" {
 			t.Errorf("policy %+v, want unanswered within 15s", st.Policy)
 		}
 		if len(st.Grant.Effective) != 0 {
@@ -348,7 +349,7 @@ func TestPolicyUnansweredInProcess(t *testing.T) {
 		if took := time.Since(start); took != 15*time.Second {
 			t.Errorf("Connect took %v, want the 15s policy deadline", took)
 		}
-		if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeUnanswered {
+		if st := s.State(); st.Policy == nil || st.Policy.Outcome != grant.OutcomeUnanswered {
 			t.Errorf("policy %+v", st.Policy)
 		}
 		if got := tool(t, s, "echo", map[string]string{"text": "ok"}); got != "ok" {
@@ -374,8 +375,8 @@ func TestPolicyOnTheWire(t *testing.T) {
 		if ip.ProtocolVersion != protocol.ProtocolVersion || ip.ClientInfo != (protocol.Implementation{Name: "testhost", Version: "9.9"}) {
 			t.Errorf("initialize params %s", init.Params)
 		}
-		if !jsonEqual(ip.Capabilities.Experimental["mcpl"], session.HostAdvertisement(session.DefaultImplemented)) {
-			t.Errorf("advertised %s, want HostAdvertisement(DefaultImplemented)", ip.Capabilities.Experimental["mcpl"])
+		if !jsonEqual(ip.Capabilities.Experimental["mcpl"], session.HostAdvertisement(served)) {
+			t.Errorf("advertised %s, want HostAdvertisement(served)", ip.Capabilities.Experimental["mcpl"])
 		}
 		synctest.Wait()
 		if extra := sc.pending(); len(extra) != 0 {
@@ -393,7 +394,7 @@ func TestPolicyOnTheWire(t *testing.T) {
 		}
 		sc.reply(pol, `{"accepted":true}`)
 		s := c.ok(t)
-		if st := s.State(); st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted || st.Init.ServerInfo != nil {
+		if st := s.State(); st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted || st.Init.ServerInfo != nil {
 			t.Errorf("state %+v", st)
 		}
 	})
@@ -432,7 +433,7 @@ func TestPolicyConnectionDies(t *testing.T) {
 		s.Close()
 		t.Fatalf("Connect succeeded on a connection that died during the policy exchange (state %+v)", st)
 	}
-	if !strings.Contains(err.Error(), "the connection closed during the policy exchange") {
+	if !errors.Is(err, wire.ErrConnClosed) || !strings.Contains(err.Error(), "connection closed during the policy exchange") {
 		t.Errorf("Connect error %q", err)
 	}
 	if n := len(rec.Find("the initial policy was not answered; MCPL's privileged surface stays off, tools work")); n != 0 {

@@ -37,7 +37,7 @@ func (s *Session) redialLoop() {
 			return
 		case <-t.C:
 		}
-		err := s.connect(s.ctx)
+		err := s.connect(s.ctx, true)
 		if err == nil {
 			s.log.Info("reconnected", "attempt", n+1)
 			return
@@ -47,7 +47,7 @@ func (s *Session) redialLoop() {
 			// whoever was told it would reconnect is told it won't.
 			s.log.Warn("reconnecting stopped: the server refused the policy and asked to close", "error", err.Error())
 			if s.cfg.OnDisconnect != nil {
-				s.cfg.OnDisconnect(s, false)
+				s.callback(true, func() { s.cfg.OnDisconnect(s, false) })
 			}
 			return
 		}
@@ -56,10 +56,4 @@ func (s *Session) redialLoop() {
 		}
 		s.log.Warn("reconnect attempt failed", "attempt", n+1, "error", err.Error())
 	}
-}
-
-// redial is the background loop after a failed first connect.
-func (s *Session) redial() {
-	defer s.wg.Done()
-	s.redialLoop()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -18,28 +19,36 @@ import (
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
-// The texts an agent reads, pinned verbatim (they come from wire; the
-// session must pick the right one).
-const (
-	closedPendingReconnecting = `The connection to the "chat" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`
-	notSentReconnecting       = `The request wasn't sent: the connection to the "chat" server is closed, so nothing ran. This host is reconnecting to it; try again later.`
-	notSentNoReconnect        = `The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`
-	hostClosedPending         = `The "chat" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`
-	notSentHostClosed         = `The request wasn't sent: this host closed its connection to the "chat" server, so nothing ran. If calling it again fails, ask whoever runs this host.`
+// How a request fails between and across connections: the session must
+// pick the right outcome and cause, and say whether it is reconnecting
+// (the words are the host's, chosen from these).
+var (
+	closedPendingReconnecting = failure{wire.NoResponse, wire.CauseClosed, true}
+	notSentReconnecting       = failure{wire.NotSent, wire.CauseClosed, true}
+	notSentNoReconnect        = failure{wire.NotSent, wire.CauseClosed, false}
+	hostClosedPending         = failure{wire.NoResponse, wire.CauseClosedHere, false}
+	notSentHostClosed         = failure{wire.NotSent, wire.CauseClosedHere, false}
 )
+
+type failure struct {
+	outcome      wire.Outcome
+	cause        wire.Cause
+	reconnecting bool
+}
 
 // fast is reconnect for tests against real subprocesses.
 var fast = session.Reconnect{Enabled: true, Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond}
 
-// wantText fails unless err is a *wire.CallError with outcome and text.
-func wantText(t testing.TB, err error, outcome wire.Outcome, text string) {
+// wantFailure fails unless err is a *wire.CallError that failed as want
+// says, naming the server.
+func wantFailure(t testing.TB, err error, want failure) {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("no error, want %q", text)
+		t.Fatalf("no error, want %+v", want)
 	}
 	ce := callError(t, err)
-	if ce.Outcome != outcome || ce.Error() != text {
-		t.Fatalf("error %v %q,\nwant %v %q", ce.Outcome, ce.Error(), outcome, text)
+	if got := (failure{ce.Outcome, ce.Cause, ce.Reconnecting}); got != want || ce.Server != server {
+		t.Fatalf("error %q: %+v from %q, want %+v from %q", ce.Error(), got, ce.Server, want, server)
 	}
 }
 
@@ -58,14 +67,14 @@ func TestReconnectAfterKill(t *testing.T) {
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "evt-r")), `{"accepted":true}`)
 
 	_, err := toolErr(s, "exit", map[string]int{"code": 1})
-	wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+	wantFailure(t, err, closedPendingReconnecting)
 	if g := s.Grant(); len(g.Effective) != 0 {
 		t.Errorf("grant %v after the close, want it dropped at once", g.Effective)
 	}
 	// The redial is held at the gate: calls meanwhile are not sent.
 	err = s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
-	wantText(t, err, wire.NotSent, notSentReconnecting)
-	wantText(t, s.Notify(context.Background(), "notifications/cancelled", nil), wire.NotSent, notSentReconnecting)
+	wantFailure(t, err, notSentReconnecting)
+	wantFailure(t, s.Notify(context.Background(), "notifications/cancelled", nil), notSentReconnecting)
 	if !s.Reconnecting() {
 		t.Error("Reconnecting() = false while reconnecting")
 	}
@@ -107,7 +116,7 @@ func TestReconnectClosePromptly(t *testing.T) {
 	d := newDialer(t, []string{"-mcpl", adFull})
 	s := open(t, session.Config{Dial: d.dial, Reconnect: session.Reconnect{Enabled: true, Initial: time.Hour}})
 	_, err := toolErr(s, "exit", map[string]int{"code": 0})
-	wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+	wantFailure(t, err, closedPendingReconnecting)
 	start := time.Now()
 	s.Close()
 	if took := time.Since(start); took > 2*time.Second {
@@ -181,7 +190,7 @@ func TestFirstConnectFails(t *testing.T) {
 		defer ip.wait()
 		defer s.Close()
 		err = s.Call(context.Background(), protocol.MethodToolsList, nil, nil)
-		wantText(t, err, wire.NotSent, notSentReconnecting)
+		wantFailure(t, err, notSentReconnecting)
 		if ce := callError(t, err); ce.Method != protocol.MethodToolsList {
 			t.Errorf("method %q", ce.Method)
 		}
@@ -194,7 +203,7 @@ func TestFirstConnectFails(t *testing.T) {
 			t.Fatalf("%d dials, want 3", n)
 		}
 		rec.One(t, "reconnected")
-		if st := s.State(); !st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+		if st := s.State(); !st.Connected || st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 			t.Fatalf("state %+v after connecting", st)
 		}
 		if r := policyReport(t, s); len(r.Policies) != 1 {
@@ -282,7 +291,7 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 		defer ip.wait()
 		defer s.Close()
 		_, err = toolErr(s, "exit", map[string]int{})
-		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		wantFailure(t, err, closedPendingReconnecting)
 		time.Sleep(24 * time.Hour)
 		if n := ip.count(); n != 2 {
 			t.Errorf("%d dials, want 2: a refusal with fallback close stops reconnecting", n)
@@ -290,8 +299,8 @@ func TestReconnectRefusedCloseStops(t *testing.T) {
 		if s.Reconnecting() {
 			t.Error("Reconnecting() after a refusal with fallback close")
 		}
-		wantText(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), wire.NotSent, fmt.Sprintf(notSentNoReconnect, server))
-		if st := s.State(); st.Connected || st.Policy == nil || st.Policy.Outcome != session.OutcomeRefused || st.Policy.Fallback != protocol.FallbackClose {
+		wantFailure(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), notSentNoReconnect)
+		if st := s.State(); st.Connected || st.Policy == nil || st.Policy.Outcome != grant.OutcomeRefused || st.Policy.Fallback != protocol.FallbackClose {
 			t.Errorf("state %+v policy %+v, want the refusal recorded", st, st.Policy)
 		}
 		rec.One(t, "the server refused the initial policy")
@@ -316,9 +325,9 @@ func TestCloseNeverReconnects(t *testing.T) {
 		go func() { _, err := toolErr(s, "hang", map[string]any{}); hung <- err }()
 		synctest.Wait()
 		s.Close()
-		wantText(t, <-hung, wire.NoResponse, hostClosedPending)
-		wantText(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), wire.NotSent, notSentHostClosed)
-		wantText(t, s.Notify(context.Background(), "notifications/cancelled", nil), wire.NotSent, notSentHostClosed)
+		wantFailure(t, <-hung, hostClosedPending)
+		wantFailure(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), notSentHostClosed)
+		wantFailure(t, s.Notify(context.Background(), "notifications/cancelled", nil), notSentHostClosed)
 		if s.Reconnecting() {
 			t.Error("Reconnecting() after Close")
 		}
@@ -348,7 +357,7 @@ func TestCloseDuringReconnectHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = toolErr(s, "exit", map[string]int{})
-		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		wantFailure(t, err, closedPendingReconnecting)
 		sc.expect(protocol.MethodInitialize) // the redial, left unanswered
 		before := time.Now()
 		s.Close()
@@ -384,7 +393,7 @@ func TestReconnectLogsEachAttempt(t *testing.T) {
 		defer ip.wait()
 		defer s.Close()
 		_, err = toolErr(s, "exit", map[string]int{})
-		wantText(t, err, wire.NoResponse, closedPendingReconnecting)
+		wantFailure(t, err, closedPendingReconnecting)
 		time.Sleep(time.Hour)
 		fails := rec.Find("reconnect attempt failed")
 		if len(fails) != 3 {

@@ -239,6 +239,12 @@ func connectAsync(cfg session.Config) *connecting {
 	if cfg.Logger == nil {
 		cfg.Logger = discard
 	}
+	if cfg.Implemented == nil {
+		cfg.Implemented = served
+	}
+	if cfg.OnPushEvent == nil {
+		cfg.OnPushEvent = acceptPush
+	}
 	go func() {
 		defer close(c.done)
 		c.s, c.err = session.Connect(context.Background(), cfg)

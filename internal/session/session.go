@@ -25,7 +25,7 @@ import (
 
 // Config describes one server connection.
 type Config struct {
-	// ID names the server in texts and logs.
+	// ID names the server in errors and logs.
 	ID string
 	// Dial opens a fresh stream to the server: it spawns the process or
 	// dials the URL. Each connect and reconnect calls it.
@@ -33,37 +33,53 @@ type Config struct {
 	// Policy is host policy for this server.
 	Policy grant.Policy
 	// Implemented lists the capability paths this host implements: it is
-	// what the host advertises, and no other path is ever granted. Nil
-	// means DefaultImplemented.
+	// what the host advertises, and no other path is ever granted. A path
+	// belongs here only when something consumes it (SPEC §5.4: a grant is
+	// a promise). Nil means DefaultImplemented().
 	Implemented []string
 	// RequestTimeout is the default deadline of a request; 0 means none.
 	RequestTimeout time.Duration
+	// InitializeTimeout and PolicyTimeout bound the handshake's two
+	// requests (0 means DefaultInitializeTimeout and DefaultPolicyTimeout).
+	InitializeTimeout, PolicyTimeout time.Duration
 	// Reconnect redials after an unexpected close.
 	Reconnect Reconnect
 	// Handler answers the privileged methods the session admits, other
-	// than push/event (which OnPushEvent receives). Methods it does not
-	// handle are answered "method not found". Nil handles none.
+	// than push/event (which OnPushEvent answers), and the server's other
+	// requests and notifications (ping, tools/list_changed). Methods it
+	// does not handle are answered "method not found". Nil handles none.
+	// It is called in arrival order: from the connection's dispatch
+	// goroutine, or, for what was held until the policy settled, from the
+	// goroutine that connected.
 	Handler wire.Handler
-	// OnPushEvent receives each admitted, first-seen push event. It is
-	// called from the connection's dispatch goroutine and must not block.
-	OnPushEvent func(PushEvent)
-	// OnInbound, if set, is told of every privileged method the server
-	// sends, admitted or not, as it is decided. It must not block.
+	// OnPushEvent answers each admitted push event whose eventId is new to
+	// the session: accepted, or declined (Accepted false with a Reason),
+	// with an InferenceID when the event started one. The server's answer
+	// waits for it, so it can make the event durable before the server
+	// hears it was accepted; it is called as Handler is, and the messages
+	// behind the event wait too, so it does only what must come before the
+	// answer. Its answer is remembered for the eventId (SPEC §9.4: a retry
+	// gets the same answer); an error is answered as an internal error and
+	// not remembered, so a retry is handled anew. Nil declines every event.
+	OnPushEvent func(ctx context.Context, ev PushEvent) (protocol.PushEventResult, error)
+	// OnInbound, if set, is told of every privileged message the server
+	// sends, admitted or not, once it is answered. It must not block.
 	OnInbound func(Inbound)
 	// OnConnect, if set, is called after each connection's policy exchange
-	// has settled (the first connect and every reconnect), from the
-	// goroutine that connected. The session is ready for calls then.
+	// has settled and what was held meanwhile has been answered (the
+	// first connect and every reconnect), from the goroutine that
+	// connected. The session is ready for calls then. It may call Close.
 	OnConnect func(*Session)
 	// OnDisconnect, if set, is called when a connection ends other than by
-	// Close, with whether the session will reconnect.
+	// Close, with whether the session will reconnect. It may call Close.
 	OnDisconnect func(s *Session, willReconnect bool)
 	// Logger receives operator detail; nil means slog.Default().
 	Logger *slog.Logger
 	// ClientName is the clientInfo name (default "mcplhost").
 	ClientName, ClientVersion string
-	// MaxHeld bounds the messages held while the policy exchange settles,
-	// the one being decided included (0 means 1000; at least 2). Beyond
-	// it a request is refused at once and a notification dropped.
+	// MaxHeld bounds the privileged messages held while the policy
+	// exchange settles (0 means 1000). Beyond it a request is refused at
+	// once and a notification dropped.
 	MaxHeld int
 }
 
@@ -75,18 +91,14 @@ type Reconnect struct {
 	Initial, Max time.Duration
 }
 
-// DefaultImplemented is what this host implements today.
-var DefaultImplemented = []string{
-	"tools",
-	"pushEvents",
-	"channels.register",
-	"channels.incoming",
-}
+// DefaultImplemented returns what this host implements until the channel
+// and agent layers wire their consumers: MCP's tools only.
+func DefaultImplemented() []string { return []string{"tools"} }
 
-// Timeouts of the handshake.
+// Default timeouts of the handshake.
 const (
-	InitializeTimeout = 30 * time.Second
-	PolicyTimeout     = 15 * time.Second
+	DefaultInitializeTimeout = 30 * time.Second
+	DefaultPolicyTimeout     = 15 * time.Second
 )
 
 // PushEvent is an admitted push event.
@@ -96,31 +108,31 @@ type PushEvent struct {
 	Raw    json.RawMessage
 }
 
-// Inbound records one privileged message from the server and what
-// admission decided.
+// Inbound records one privileged message from the server, what admission
+// decided, and what the server was answered.
 type Inbound struct {
 	Method   string
 	Request  bool // false for a notification
 	Admitted bool
 	Reason   string // why it was rejected, when it was
 	Params   json.RawMessage
+	// Answer is the answer the server was sent, as JSON: a result, or an
+	// error object {"code","message","data"}. Nil for a notification.
+	Answer json.RawMessage
+	// AnswerIsError says whether Answer is an error object.
+	AnswerIsError bool
 }
-
-// Policy outcomes of the exchange (SPEC §5.3, §6.7).
-const (
-	OutcomeAccepted     = "accepted"     // {accepted:true}, nothing degraded
-	OutcomeDegraded     = "degraded"     // {accepted:true} with unavailable features
-	OutcomeRefused      = "refused"      // {accepted:false, fallback}
-	OutcomeNotification = "notification" // a 0.4 server took the policy as a notification
-	OutcomeUnanswered   = "unanswered"   // no answer, or an error: MCPL stays off
-)
 
 // PolicyResult is how the policy exchange went on the current connection.
 type PolicyResult struct {
-	Outcome  string
+	Outcome  grant.Outcome
 	Fallback string // for OutcomeRefused
 	Reason   string // the server's reason, or why it is unanswered
 	Receipt  *protocol.PolicyReceipt
+	// Held lists the methods of the server's own requests that were held,
+	// waiting for the policy, when it went unanswered: a server that waits
+	// on its own request before it reads the policy deadlocks there.
+	Held []string
 }
 
 // State is a snapshot of the session.
@@ -132,14 +144,15 @@ type State struct {
 	Advertisement *grant.Advertisement
 	// Policy is nil until the exchange settles, and for a plain MCP server.
 	Policy *PolicyResult
-	// Grant is the effective grant (empty when MCPL is off).
+	// Grant is the effective grant (Effective empty when MCPL is off).
 	Grant grant.Grant
 }
 
 // Session is one server, across its connections.
 type Session struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	base context.Context // Connect's ctx without its end: handlers' values
 
 	mu        sync.Mutex
 	conn      *conn // the current connection, nil between connections
@@ -149,9 +162,9 @@ type Session struct {
 
 	dedupe dedupe
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	running routines // the session's goroutines: Close waits for them
 }
 
 // ErrClosed is returned by Connect when the session was closed meanwhile.
@@ -160,13 +173,24 @@ var ErrClosed = errors.New("session: closed")
 // Connect connects to the server and settles the policy exchange. Without
 // reconnect, a failed connect is an error. With reconnect, it returns a
 // session that keeps trying in the background; its calls meanwhile fail as
-// not sent, saying this host is reconnecting.
+// not sent, as on a closed connection that is reconnecting. Either way,
+// when ctx ends before the connect succeeds, Connect returns ctx's error
+// and leaves nothing running.
+//
+// The values of ctx (not its deadline or cancellation) reach Handler and
+// OnPushEvent on every connection, reconnects included.
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Implemented == nil {
-		cfg.Implemented = DefaultImplemented
+		cfg.Implemented = DefaultImplemented()
 	}
 	if cfg.MaxHeld <= 0 {
 		cfg.MaxHeld = 1000
+	}
+	if cfg.InitializeTimeout <= 0 {
+		cfg.InitializeTimeout = DefaultInitializeTimeout
+	}
+	if cfg.PolicyTimeout <= 0 {
+		cfg.PolicyTimeout = DefaultPolicyTimeout
 	}
 	if cfg.ClientName == "" {
 		cfg.ClientName = "mcplhost"
@@ -178,24 +202,34 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Session{cfg: cfg, log: log.With("server", cfg.ID), reconnect: cfg.Reconnect.Enabled}
+	s := &Session{cfg: cfg, log: log.With("server", cfg.ID), reconnect: cfg.Reconnect.Enabled, base: context.WithoutCancel(ctx)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	err := s.connect(ctx)
-	if err == nil {
+	s.running.init()
+	err := s.connect(ctx, false)
+	switch {
+	case err == nil:
 		return s, nil
-	}
-	if !cfg.Reconnect.Enabled || errors.Is(err, ErrRefusedClose) {
+	case ctx.Err() != nil:
+		s.cancel()
+		return nil, ctx.Err()
+	case !cfg.Reconnect.Enabled || errors.Is(err, ErrRefusedClose):
 		s.cancel()
 		return nil, err
 	}
 	s.log.Warn("initial connect failed; will retry", "error", err.Error())
-	s.wg.Add(1)
-	go s.redial()
+	s.running.add()
+	go func() {
+		defer s.running.done()
+		s.redialLoop()
+	}()
 	return s, nil
 }
 
-// Close ends the session: the connection closes (pending calls fail with
-// the "this host closed its connection" texts) and it never reconnects.
+// Close ends the session: the connection closes (pending calls fail as
+// closed on this side) and it never reconnects. It waits for the session's
+// goroutines, except one running OnConnect or OnDisconnect: so a callback
+// may call Close, and one may still be running when Close returns (none
+// starts once Close has been called).
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -206,8 +240,59 @@ func (s *Session) Close() error {
 	if c != nil {
 		c.peer.Close()
 	}
-	s.wg.Wait()
+	s.running.wait()
 	return nil
+}
+
+// callback runs f, a callback of Config, unless Close has been called.
+// tracked says whether the calling goroutine is one Close waits for: while
+// f runs it is not, so f may call Close.
+func (s *Session) callback(tracked bool, f func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if tracked {
+		s.running.done()
+		defer s.running.add()
+	}
+	s.mu.Unlock()
+	f()
+}
+
+// routines counts goroutines, as a sync.WaitGroup does, but may count up
+// again after a wait has seen zero: a goroutine leaves the count while it
+// runs a callback and comes back after.
+type routines struct {
+	mu   sync.Mutex
+	n    int
+	zero *sync.Cond
+}
+
+func (r *routines) init() { r.zero = sync.NewCond(&r.mu) }
+
+func (r *routines) add() {
+	r.mu.Lock()
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *routines) done() {
+	r.mu.Lock()
+	r.n--
+	if r.n == 0 {
+		r.zero.Broadcast()
+	}
+	r.mu.Unlock()
+}
+
+func (r *routines) wait() {
+	r.mu.Lock()
+	for r.n > 0 {
+		r.zero.Wait()
+	}
+	r.mu.Unlock()
 }
 
 // ID returns the server id.
@@ -247,7 +332,7 @@ func (s *Session) Reconnecting() bool {
 }
 
 // Call sends a request on the current connection. Between connections it
-// fails as not sent, in the words a closed connection uses.
+// fails as not sent, as on a closed connection.
 func (s *Session) Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error {
 	c, err := s.current(method)
 	if err != nil {
@@ -277,9 +362,7 @@ func (s *Session) current(method string) (*conn, error) {
 		return c, nil
 	}
 	if closed {
-		return nil, &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseHostClosed, Server: s.cfg.ID, Method: method}
+		return nil, &wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseClosedHere, Server: s.cfg.ID, Method: method}
 	}
-	ce := wire.NotSentError(s.cfg.ID, recon)
-	ce.Method = method
-	return nil, ce
+	return nil, wire.NotSentError(s.cfg.ID, method, recon)
 }
