@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -39,25 +38,13 @@ type PublishRequest struct {
 	Notification bool
 }
 
-// Text returns the text of every text block, joined by newlines.
-func (p PublishRequest) Text() string {
-	var b strings.Builder
-	for _, raw := range p.Content {
-		var blk protocol.TextContent
-		if json.Unmarshal(raw, &blk) != nil || blk.Type != "text" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(blk.Text)
-	}
-	return b.String()
-}
+// Text returns the text of every text block, joined by newlines
+// (protocol.JoinText).
+func (p PublishRequest) Text() string { return protocol.JoinText(p.Content) }
 
 // HandleChannelOpen sets the handler of channels/open: it opens the channel
 // and returns its descriptor (an empty ID is filled with the requested
-// one). ErrUnknownChannel answers -32023; a *wire.Error is sent as it is;
+// one). ErrUnknownChannel answers -32023; a *protocol.Error is sent as it is;
 // any other error answers -32024, Channel open failed, with its text.
 // Without a handler, channels/open is answered "method not found".
 //
@@ -75,7 +62,7 @@ func (s *Server) HandleChannelOpen(h func(ctx context.Context, req OpenRequest) 
 
 // HandleChannelClose sets the handler of channels/close: it closes the
 // channel, answered {closed: true}. ErrUnknownChannel answers -32023; a
-// *wire.Error is sent as it is; any other error is an internal error
+// *protocol.Error is sent as it is; any other error is an internal error
 // (-32603) carrying its text. See HandleChannelOpen for ordering and
 // gating.
 func (s *Server) HandleChannelClose(h func(ctx context.Context, channelID string) error) {
@@ -87,7 +74,7 @@ func (s *Server) HandleChannelClose(h func(ctx context.Context, channelID string
 // HandleChannelPublish sets the handler of channels/publish: it delivers
 // the content and returns the delivered message's id, answered
 // {delivered: true, messageId}. ErrUnknownChannel answers -32023; a
-// *wire.Error is sent as it is; any other error means nothing was posted,
+// *protocol.Error is sent as it is; any other error means nothing was posted,
 // answered {delivered: false, reason} with its text. A publish sent as a
 // notification gets no answer either way. See HandleChannelOpen for
 // ordering and gating.
@@ -107,18 +94,18 @@ func (c *Conn) denied(req *wire.Request, capability string) error {
 			msg = fmt.Sprintf("Capability denied: %s needs %s, and no policy is established yet", req.Method, capability)
 		}
 		c.log.Info("host method refused: not granted", slog.String("method", req.Method), slog.String("capability", capability))
-		return wire.NewError(protocol.CodeCapabilityDenied, msg, map[string]string{"capability": capability})
+		return protocol.NewError(protocol.CodeCapabilityDenied, msg, map[string]string{"capability": capability})
 	}
 	return nil
 }
 
-func unknownChannel(id string) *wire.Error {
-	return wire.NewError(protocol.CodeUnknownChannel, fmt.Sprintf("Unknown channel: %q is not a channel of this server", id), map[string]string{"channelId": id})
+func unknownChannel(id string) *protocol.Error {
+	return protocol.NewError(protocol.CodeUnknownChannel, fmt.Sprintf("Unknown channel: %q is not a channel of this server", id), map[string]string{"channelId": id})
 }
 
-// asWireError reports whether err is, or wraps, a *wire.Error to send.
-func asWireError(err error) (*wire.Error, bool) {
-	var we *wire.Error
+// asWireError reports whether err is, or wraps, a *protocol.Error to send.
+func asWireError(err error) (*protocol.Error, bool) {
+	var we *protocol.Error
 	ok := errors.As(err, &we)
 	return we, ok
 }
@@ -135,7 +122,7 @@ func (c *Conn) channelOpen(ctx context.Context, req *wire.Request) (any, error) 
 	}
 	var p protocol.ChannelsOpenParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || (p.ChannelID == "" && p.Type == "" && len(p.Address) == 0) {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "Invalid params: channels/open names no channel (channelId, or type and address)"}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/open names no channel (channelId, or type and address)"}
 	}
 	d, err := h(ctx, OpenRequest(p))
 	if err != nil {
@@ -145,7 +132,7 @@ func (c *Conn) channelOpen(ctx context.Context, req *wire.Request) (any, error) 
 		if errors.Is(err, ErrUnknownChannel) {
 			return nil, unknownChannel(openName(p))
 		}
-		return nil, wire.NewError(protocol.CodeChannelOpenFailed, "Channel open failed: "+err.Error(), map[string]string{"channelId": openName(p)})
+		return nil, protocol.NewError(protocol.CodeChannelOpenFailed, "Channel open failed: "+err.Error(), map[string]string{"channelId": openName(p)})
 	}
 	if d.ID == "" {
 		d.ID = p.ChannelID
@@ -173,7 +160,7 @@ func (c *Conn) channelClose(ctx context.Context, req *wire.Request) (any, error)
 	}
 	var p protocol.ChannelsCloseParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "Invalid params: channels/close needs a channelId"}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/close needs a channelId"}
 	}
 	if err := h(ctx, p.ChannelID); err != nil {
 		if we, ok := asWireError(err); ok {
@@ -182,7 +169,7 @@ func (c *Conn) channelClose(ctx context.Context, req *wire.Request) (any, error)
 		if errors.Is(err, ErrUnknownChannel) {
 			return nil, unknownChannel(p.ChannelID)
 		}
-		return nil, &wire.Error{Code: wire.CodeInternalError, Message: "Channel close failed: " + err.Error()}
+		return nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "Channel close failed: " + err.Error()}
 	}
 	return protocol.ChannelsCloseResult{Closed: true}, nil
 }
@@ -199,7 +186,7 @@ func (c *Conn) channelPublish(ctx context.Context, req *wire.Request) (any, erro
 	}
 	var p protocol.ChannelsPublishParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "Invalid params: channels/publish needs a channelId and content"}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/publish needs a channelId and content"}
 	}
 	pr := PublishRequest{
 		ChannelID: p.ChannelID, ConversationID: p.ConversationID, ThreadID: p.ThreadID,

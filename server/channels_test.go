@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
 )
@@ -42,7 +41,7 @@ func (r *room) server(edit func(*server.Options)) (*server.Server, <-chan *serve
 		case id == "chat:#broken":
 			return protocol.ChannelDescriptor{}, errors.New("the platform is down")
 		case id == "chat:#custom":
-			return protocol.ChannelDescriptor{}, &wire.Error{Code: -32050, Message: "custom"}
+			return protocol.ChannelDescriptor{}, &protocol.Error{Code: -32050, Message: "custom"}
 		case !known[id]:
 			return protocol.ChannelDescriptor{}, server.ErrUnknownChannel
 		}
@@ -125,7 +124,7 @@ func TestChannelHandlers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h.call(methodPing, nil, nil)
+	h.call(protocol.MethodPing, nil, nil)
 	r.mu.Lock()
 	got := r.published
 	r.mu.Unlock()
@@ -151,19 +150,19 @@ func TestChannelErrors(t *testing.T) {
 		{"open by address unknown", protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{Type: "chat", Address: json.RawMessage(`{"channel":"#x"}`)}, protocol.CodeUnknownChannel},
 		{"open fails", protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chat:#broken"}, protocol.CodeChannelOpenFailed},
 		{"open wire error", protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chat:#custom"}, -32050},
-		{"open names nothing", protocol.MethodChannelsOpen, struct{}{}, wire.CodeInvalidParams},
+		{"open names nothing", protocol.MethodChannelsOpen, struct{}{}, protocol.CodeInvalidParams},
 		{"close unknown", protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chat:#nope"}, protocol.CodeUnknownChannel},
-		{"close fails", protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chat:#broken"}, wire.CodeInternalError},
-		{"close without id", protocol.MethodChannelsClose, struct{}{}, wire.CodeInvalidParams},
+		{"close fails", protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chat:#broken"}, protocol.CodeInternalError},
+		{"close without id", protocol.MethodChannelsClose, struct{}{}, protocol.CodeInvalidParams},
 		{"publish unknown", protocol.MethodChannelsPublish, protocol.ChannelsPublishParams{ChannelID: "chat:#nope"}, protocol.CodeUnknownChannel},
-		{"publish without id", protocol.MethodChannelsPublish, struct{}{}, wire.CodeInvalidParams},
+		{"publish without id", protocol.MethodChannelsPublish, struct{}{}, protocol.CodeInvalidParams},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ce := h.callErr(tc.method, tc.params)
-			if ce.Code != tc.code {
-				t.Errorf("code %d (%s), want %d", ce.Code, ce.Message, tc.code)
+			if ce.Answer.Code != tc.code {
+				t.Errorf("code %d (%s), want %d", ce.Answer.Code, ce.Answer.Message, tc.code)
 			}
-			if tc.code == protocol.CodeUnknownChannel && string(ce.Data) == "" {
+			if tc.code == protocol.CodeUnknownChannel && string(ce.Answer.Data) == "" {
 				t.Error("unknown channel error carries no data")
 			}
 		})
@@ -185,23 +184,23 @@ func TestChannelMethodsGated(t *testing.T) {
 		protocol.MethodChannelsPublish: pub,
 		protocol.MethodChannelsList:    struct{}{},
 	} {
-		if ce := h.callErr(method, params); ce.Code != protocol.CodeCapabilityDenied {
-			t.Errorf("%s before policy: code %d, want %d", method, ce.Code, protocol.CodeCapabilityDenied)
+		if ce := h.callErr(method, params); ce.Answer.Code != protocol.CodeCapabilityDenied {
+			t.Errorf("%s before policy: code %d, want %d", method, ce.Answer.Code, protocol.CodeCapabilityDenied)
 		}
 	}
 
 	// Granted register and incoming, not lifecycle or publish.
 	h.policy([]string{"channels.register", "channels.incoming"}, nil, []string{})
 	ce := h.callErr(protocol.MethodChannelsOpen, open)
-	if ce.Code != protocol.CodeCapabilityDenied || string(ce.Data) != `{"capability":"channels.lifecycle"}` {
-		t.Errorf("open without lifecycle: %d %s", ce.Code, ce.Data)
+	if ce.Answer.Code != protocol.CodeCapabilityDenied || string(ce.Answer.Data) != `{"capability":"channels.lifecycle"}` {
+		t.Errorf("open without lifecycle: %d %s", ce.Answer.Code, ce.Answer.Data)
 	}
-	if ce := h.callErr(protocol.MethodChannelsPublish, pub); ce.Code != protocol.CodeCapabilityDenied {
-		t.Errorf("publish without the capability: code %d", ce.Code)
+	if ce := h.callErr(protocol.MethodChannelsPublish, pub); ce.Answer.Code != protocol.CodeCapabilityDenied {
+		t.Errorf("publish without the capability: code %d", ce.Answer.Code)
 	}
 	// A denied publish notification reaches no handler.
 	h.peer.Notify(context.Background(), protocol.MethodChannelsPublish, pub)
-	h.call(methodPing, nil, nil)
+	h.call(protocol.MethodPing, nil, nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.open) != 0 || len(r.published) != 0 {
@@ -215,8 +214,8 @@ func TestChannelMethodsWithoutHandlers(t *testing.T) {
 	h.initialize()
 	h.policy(allCaps, nil, []string{})
 	for _, method := range []string{protocol.MethodChannelsOpen, protocol.MethodChannelsClose, protocol.MethodChannelsPublish} {
-		if ce := h.callErr(method, protocol.ChannelsOpenParams{ChannelID: "x"}); ce.Code != wire.CodeMethodNotFound {
-			t.Errorf("%s without a handler: code %d, want %d", method, ce.Code, wire.CodeMethodNotFound)
+		if ce := h.callErr(method, protocol.ChannelsOpenParams{ChannelID: "x"}); ce.Answer.Code != protocol.CodeMethodNotFound {
+			t.Errorf("%s without a handler: code %d, want %d", method, ce.Answer.Code, protocol.CodeMethodNotFound)
 		}
 	}
 }

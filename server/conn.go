@@ -159,7 +159,7 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return c.s.initializeResult(), nil
 	case protocol.MethodInitialized:
 		return nil, nil
-	case methodPing:
+	case protocol.MethodPing:
 		return struct{}{}, nil
 	case protocol.MethodFeatureSetsUpdate:
 		return c.featureSetsUpdate(ctx, req)
@@ -178,6 +178,3 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	}
 	return nil, wire.ErrMethodNotFound
 }
-
-// methodPing is MCP's liveness check.
-const methodPing = "ping"

@@ -34,8 +34,9 @@
 //     goroutine. Channel handlers (HandleChannelOpen, HandleChannelClose,
 //     HandleChannelPublish) run in the order the host sent their messages.
 //  5. The connection ends when the host ends it (for stdio, when stdin
-//     closes), when Serve's ctx ends, or at Conn.Close or Server.Close.
-//     Serve returns after Options.OnConnect and every tool call have.
+//     closes), when the ctx it is served with ends, or at Conn.Close or
+//     Server.Close. ServeStdio and ServeConn return after
+//     Options.OnConnect and every tool call have.
 //
 // The usual shape of a connection's own work is Options.OnConnect: wait
 // for Ready, register channels, then deliver messages until ctx ends:
@@ -49,6 +50,16 @@
 //		c.RegisterChannels(ctx, general)
 //		...
 //	}
+//
+// A request to the host that fails matches ErrNotSent, ErrNoAnswer or
+// ErrConnectionClosed with errors.Is, as what is known of its effect says;
+// a JSON-RPC error the host answered with is reached with errors.As and a
+// *protocol.Error. A handler's ctx carries the values of the ctx its
+// connection is served with (ServeStdio's, ServeConn's, or the HTTP
+// request's for ServeHTTP).
+//
+// A server author imports this package and package protocol; the JSON-RPC
+// peer and the transports beneath it are internal (docs/api.md).
 //
 // The SDK logs operator detail to Options.Logger, never to stdout, which
 // on stdio carries the protocol.

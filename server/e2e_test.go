@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -52,14 +53,17 @@ func (h *sessionHost) config(id string, dial func(context.Context) (transport.St
 		return res, nil
 	})
 	return session.Config{
-		ID:          id,
-		Dial:        dial,
-		Implemented: append(slices.Clone(session.DefaultImplemented), "channels.lifecycle"),
+		ID:   id,
+		Dial: dial,
+		// What this test host consumes: the mux's channel methods and the
+		// push recorder below.
+		Implemented: []string{"tools", "pushEvents", "channels.register", "channels.incoming", "channels.lifecycle"},
 		Handler:     mux,
-		OnPushEvent: func(e session.PushEvent) {
+		OnPushEvent: func(_ context.Context, e session.PushEvent) (protocol.PushEventResult, error) {
 			h.mu.Lock()
 			h.pushes = append(h.pushes, e)
 			h.mu.Unlock()
+			return protocol.PushEventResult{Accepted: true}, nil
 		},
 		OnInbound: func(in session.Inbound) {
 			h.mu.Lock()
@@ -135,7 +139,7 @@ func TestSessionWebSocket(t *testing.T) {
 	defer sess.Close()
 
 	st := sess.State()
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeDegraded || st.Policy.Receipt == nil ||
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeDegraded || st.Policy.Receipt == nil ||
 		len(st.Policy.Receipt.UnavailableFeatures) != 1 || st.Policy.Receipt.UnavailableFeatures[0].FeatureSet != "e2e.watch" {
 		t.Errorf("policy = %+v", st.Policy)
 	}
@@ -210,7 +214,7 @@ func TestSessionStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := sess.State()
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted || st.Init.ServerInfo == nil || st.Init.ServerInfo.Name != "echo" {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted || st.Init.ServerInfo == nil || st.Init.ServerInfo.Name != "echo" {
 		t.Errorf("state = %+v", st)
 	}
 	var res protocol.CallToolResult

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"strings"
 
@@ -16,17 +17,18 @@ import (
 )
 
 // pretendHost serves s on one end of an in-memory pipe and returns a bare
-// JSON-RPC peer on the other, initialized, standing in for an MCPL host;
-// handler answers what the server sends it. done closes it and waits for
-// Serve. A real server runs s.ServeStdio(ctx), or mounts s on an HTTP mux.
+// JSON-RPC peer on the other, initialized, standing in for an MCPL host
+// (this module's own, which examples cannot import); handler answers what
+// the server sends it. done closes it and waits for ServeConn. A real
+// server runs s.ServeStdio(ctx), or mounts s on an HTTP mux.
 func pretendHost(s *server.Server, handler wire.Handler) (host *wire.Peer, done func()) {
-	a, b := transport.Pipe(0)
+	a, b := net.Pipe()
 	served := make(chan struct{})
 	go func() {
-		s.Serve(context.Background(), b)
+		s.ServeConn(context.Background(), b)
 		close(served)
 	}()
-	host = wire.NewPeer(a, wire.Options{Name: "server", Handler: handler, Logger: slog.New(slog.DiscardHandler)})
+	host = wire.NewPeer(transport.NewLineStream(a, a, a, 0), wire.Options{Name: "server", Handler: handler, Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	host.Call(ctx, protocol.MethodInitialize, protocol.InitializeParams{ProtocolVersion: protocol.ProtocolVersion}, nil)
 	host.Notify(ctx, protocol.MethodInitialized, nil)
@@ -218,7 +220,7 @@ func ExampleServer_HandleChannelPublish() {
 	err := host.Call(context.Background(), protocol.MethodChannelsPublish, protocol.ChannelsPublishParams{ChannelID: "room:#nope"}, nil)
 	var ce *wire.CallError
 	if errors.As(err, &ce) {
-		fmt.Println(ce.Code)
+		fmt.Println(ce.Answer.Code)
 	}
 	// Output:
 	// agent says in room:#general: Hi all!

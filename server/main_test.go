@@ -99,7 +99,7 @@ func startCtx(t *testing.T, ctx context.Context, s *server.Server) *host {
 		return protocol.PushEventResult{Accepted: true, InferenceID: "inf-1"}, nil
 	})
 	h.peer = wire.NewPeer(a, wire.Options{Name: "server", Handler: mux, Logger: quiet, Timeout: waitFor})
-	go func() { h.served <- s.Serve(ctx, b) }()
+	go func() { h.served <- server.ServeStream(s, ctx, b) }()
 	t.Cleanup(func() {
 		h.peer.Close()
 		select {
@@ -180,7 +180,7 @@ func (h *host) initialize() protocol.InitializeResult {
 	// arrives while the server's peer is closing trips a data race in
 	// wire's inbox.push, which reads q.closed after unlocking; tests that
 	// close the server keep the host quiet meanwhile.)
-	h.call(methodPing, nil, nil)
+	h.call(protocol.MethodPing, nil, nil)
 	return res
 }
 
@@ -194,11 +194,9 @@ func (h *host) policy(effective []string, enabled, disabled []string) json.RawMe
 	// The server applies an expansion once the receipt is written; a
 	// round trip makes sure it has, as any later message of the host's
 	// would find it.
-	h.call(methodPing, nil, nil)
+	h.call(protocol.MethodPing, nil, nil)
 	return raw
 }
-
-const methodPing = "ping"
 
 // connOf returns the Conn the server gave this connection, by way of
 // OnConnect's channel.

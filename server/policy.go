@@ -240,7 +240,7 @@ func (c *Conn) badPolicy(req *wire.Request, msg string) (any, error) {
 		return nil, nil
 	}
 	c.log.Warn("malformed policy rejected", slog.String("reason", msg))
-	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: msg}
+	return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: msg}
 }
 
 // narrowBy applies a featureSets/update Notification (SPEC §6.7): its

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
 )
@@ -112,7 +111,7 @@ func TestPolicyAbsentEffectiveGrantsNothing(t *testing.T) {
 	c := recvConn(t, conns)
 	var rec protocol.PolicyReceipt
 	h.call(protocol.MethodFeatureSetsUpdate, map[string]any{}, &rec)
-	h.call(methodPing, nil, nil)
+	h.call(protocol.MethodPing, nil, nil)
 	if !rec.Accepted || rec.Mode != server.ModeDegraded || len(rec.UnavailableFeatures) != 2 {
 		t.Errorf("receipt = %+v, want accepted and both sets degraded", rec)
 	}
@@ -155,15 +154,15 @@ func TestMalformedPolicyRejected(t *testing.T) {
 	ce := h.callErr(protocol.MethodFeatureSetsUpdate, protocol.FeatureSetsUpdateParams{
 		EffectiveCapabilities: []string{"pushEvents"}, DeniedCapabilities: []string{"pushEvents"},
 	})
-	if ce.Code != wire.CodeInvalidParams {
-		t.Errorf("code = %d, want %d", ce.Code, wire.CodeInvalidParams)
+	if ce.Answer.Code != protocol.CodeInvalidParams {
+		t.Errorf("code = %d, want %d", ce.Answer.Code, protocol.CodeInvalidParams)
 	}
 	if p, ok := c.Policy(); !ok || !p.Has("channels.register") {
 		t.Errorf("after a malformed policy, Policy() = %+v, %v; want the earlier one", p, ok)
 	}
 	// Params of the wrong shape.
-	if ce := h.callErr(protocol.MethodFeatureSetsUpdate, []int{1}); ce.Code != wire.CodeInvalidParams {
-		t.Errorf("code = %d, want %d", ce.Code, wire.CodeInvalidParams)
+	if ce := h.callErr(protocol.MethodFeatureSetsUpdate, []int{1}); ce.Answer.Code != protocol.CodeInvalidParams {
+		t.Errorf("code = %d, want %d", ce.Answer.Code, protocol.CodeInvalidParams)
 	}
 }
 

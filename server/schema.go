@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/mcpl-go/mcpl/internal/ordered"
 )
 
 // SchemaFor returns a JSON Schema for the arguments a value of type T
@@ -28,7 +30,7 @@ func SchemaFor[T any]() json.RawMessage {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	var s any = &object{keys: []string{"type"}, vals: []any{"object"}}
+	var s any = typed("object")
 	if t.Kind() == reflect.Struct && t != timeType {
 		s = schemaOf(t, map[reflect.Type]bool{})
 	}
@@ -37,6 +39,13 @@ func SchemaFor[T any]() json.RawMessage {
 		panic("server: encoding a schema: " + err.Error()) // strings, bools and objects only
 	}
 	return b
+}
+
+// typed is the schema {"type": name}, to which more may be added.
+func typed(name string) *ordered.Object {
+	o := &ordered.Object{}
+	o.Set("type", name)
+	return o
 }
 
 var (
@@ -50,12 +59,11 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) any {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	typed := func(name string) *object { return &object{keys: []string{"type"}, vals: []any{name}} }
 	switch {
 	case t == timeType:
 		return typed("string")
 	case t == rawType:
-		return &object{}
+		return &ordered.Object{}
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -72,31 +80,31 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) any {
 			return typed("string") // base64, as encoding/json writes []byte
 		}
 		o := typed("array")
-		o.set("items", schemaOf(t.Elem(), seen))
+		o.Set("items", schemaOf(t.Elem(), seen))
 		return o
 	case reflect.Map:
 		return typed("object")
 	case reflect.Struct:
 		if seen[t] {
-			return &object{}
+			return &ordered.Object{}
 		}
 		seen[t] = true
 		defer delete(seen, t)
 		o := typed("object")
-		props := &object{}
+		props := &ordered.Object{}
 		var required []string
 		structFields(t, props, &required, seen)
-		o.set("properties", props)
+		o.Set("properties", props)
 		if len(required) > 0 {
-			o.set("required", required)
+			o.Set("required", required)
 		}
 		return o
 	}
-	return &object{} // interfaces, and anything else: any value
+	return &ordered.Object{} // interfaces, and anything else: any value
 }
 
 // structFields adds t's fields to props, flattening embedded structs.
-func structFields(t reflect.Type, props *object, required *[]string, seen map[reflect.Type]bool) {
+func structFields(t reflect.Type, props *ordered.Object, required *[]string, seen map[reflect.Type]bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -122,11 +130,11 @@ func structFields(t reflect.Type, props *object, required *[]string, seen map[re
 		}
 		ps := schemaOf(ft, seen)
 		if d := f.Tag.Get("jsonschema"); d != "" {
-			if o, ok := ps.(*object); ok {
-				o.set("description", d)
+			if o, ok := ps.(*ordered.Object); ok {
+				o.Set("description", d)
 			}
 		}
-		props.set(name, ps)
+		props.Set(name, ps)
 		optional := ft.Kind() == reflect.Pointer
 		for _, opt := range strings.Split(opts, ",") {
 			optional = optional || opt == "omitempty" || opt == "omitzero"

@@ -10,7 +10,24 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// A request to the host that fails matches one of these with errors.Is,
+// as what is known of its effect says; a JSON-RPC error the host answered
+// with is reached with errors.As and a *protocol.Error instead, for its
+// code, message and data. The error's text is an operator's one line,
+// such as `channels/register to "host": no answer within 60s`.
+var (
+	// ErrNotSent: nothing was written, so the host never saw the request.
+	ErrNotSent = wire.ErrNotSent
+	// ErrNoAnswer: the request was sent (or may have been) and no answer
+	// came, or one that could not be read: it may have taken effect.
+	ErrNoAnswer = wire.ErrNoAnswer
+	// ErrConnectionClosed: the connection closed before the request was
+	// sent or answered (with ErrNotSent or ErrNoAnswer beside it).
+	ErrConnectionClosed = wire.ErrConnClosed
 )
 
 // ErrNoPolicy is what a capability-dependent Conn method returns (wrapped
@@ -25,7 +42,8 @@ var ErrNoPolicy = errors.New("server: no policy established yet")
 var ErrNotGranted = errors.New("server: not granted")
 
 // GrantError is a send refused here, before anything was written, because
-// the policy does not allow it. It wraps ErrNoPolicy or ErrNotGranted.
+// the policy does not allow it. It matches ErrNoPolicy or ErrNotGranted,
+// and ErrNotSent.
 type GrantError struct {
 	// Method is the method that was not sent.
 	Method string
@@ -51,8 +69,8 @@ func (e *GrantError) Error() string {
 	return fmt.Sprintf("server: %s not sent: this server refused the host's policy, so MCPL is off", e.Method)
 }
 
-// Unwrap returns ErrNoPolicy or ErrNotGranted.
-func (e *GrantError) Unwrap() error { return e.Err }
+// Unwrap returns ErrNoPolicy or ErrNotGranted, and ErrNotSent.
+func (e *GrantError) Unwrap() []error { return []error{e.Err, ErrNotSent} }
 
 // allow checks the policy in force for method, which needs capability and,
 // when featureSet is not empty, that feature set enabled.
@@ -77,7 +95,8 @@ func (c *Conn) allow(method, capability, featureSet string) error {
 // host's itemized results, one per descriptor (SPEC §14.5). It needs
 // channels.register granted: before the policy, or without it, it returns a
 // *GrantError and sends nothing. A failed request is the wire's
-// *wire.CallError, whose Outcome says whether the host saw it. Channels the
+// request fails as the package's errors say (ErrNotSent, ErrNoAnswer,
+// ErrConnectionClosed, a *protocol.Error). Channels the
 // host accepted are remembered (see Channels) and answer the host's
 // channels/list.
 func (c *Conn) RegisterChannels(ctx context.Context, channels ...protocol.ChannelDescriptor) ([]protocol.ChannelResult, error) {
@@ -255,7 +274,10 @@ type PushResult struct {
 // PushEvent sends push/event (SPEC §9). It needs pushEvents granted and
 // ev.FeatureSet enabled: before the policy, or without them, it returns a
 // *GrantError and sends nothing. An event the host declines comes back
-// with Accepted false and its Reason; a rejection is a *wire.CallError.
+// with Accepted false and its Reason; a rejection is an error answer
+// (errors.As with a *protocol.Error gives its code). Retry an event that
+// was not sent, or not answered, with the same EventID: the host answers a
+// retry as it answered the first.
 func (c *Conn) PushEvent(ctx context.Context, ev Event) (PushResult, error) {
 	const method = protocol.MethodPushEvent
 	res := PushResult{EventID: ev.EventID}

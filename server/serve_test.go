@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"slices"
@@ -37,7 +38,7 @@ func TestAdvertisement(t *testing.T) {
 	}, {
 		name: "a capability with sub-capabilities is an object, never true",
 		opts: server.Options{Capabilities: []string{"inferenceRequest"}},
-		want: `{"version":"0.5","inferenceRequest":{}}`,
+		want: `{"version":"0.5","inferenceRequest":{"streaming":false}}`,
 	}, {
 		name: "parent and child",
 		opts: server.Options{Capabilities: []string{"inferenceRequest.streaming", "inferenceRequest"}},
@@ -58,32 +59,41 @@ func TestAdvertisement(t *testing.T) {
 	}
 }
 
-// TestAdvertisementRoundTrip: every single path, advertised alone, reads
-// back through the host's parser as that path, with its ancestors that are
-// capabilities themselves (an object advertises its own path).
+// TestAdvertisementRoundTrip: every single path, advertised alone (with
+// the parent capability a sub-capability needs), reads back through the
+// host's parser as exactly that.
 func TestAdvertisementRoundTrip(t *testing.T) {
-	for _, p := range grant.Vocabulary {
+	for _, p := range grant.Vocabulary() {
 		if p == "tools" {
 			continue
 		}
-		h := start(t, server.New("ad", "1", &server.Options{Capabilities: []string{p}, Logger: quiet}))
+		caps := []string{p}
+		if parent := grant.Orphan(p, caps); parent != "" {
+			caps = append(caps, parent)
+		}
+		h := start(t, server.New("ad", "1", &server.Options{Capabilities: caps, Logger: quiet}))
 		res := h.initialize()
 		ad, err := grant.ParseAdvertisement(res.Capabilities.MCPL(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{p}
-		for q := p; strings.Contains(q, "."); {
-			q = q[:strings.LastIndexByte(q, '.')]
-			if grant.Known(q) {
-				want = append(want, q)
-			}
-		}
-		slices.Sort(want)
-		if !slices.Equal(ad.Capabilities, want) || len(ad.Ignored) != 0 {
-			t.Errorf("%s advertised as %s reads back as %v (ignored %v)", p, res.Capabilities.MCPL(), ad.Capabilities, ad.Ignored)
+		slices.Sort(caps)
+		if !slices.Equal(ad.Capabilities, caps) || len(ad.Ignored) != 0 {
+			t.Errorf("%v advertised as %s reads back as %v (ignored %v)", caps, res.Capabilities.MCPL(), ad.Capabilities, ad.Ignored)
 		}
 	}
+}
+
+// TestOrphanCapabilityPanics: a sub-capability declared without its parent
+// is a programmer's error New names.
+func TestOrphanCapabilityPanics(t *testing.T) {
+	defer func() {
+		want := `server: capability "inferenceRequest.streaming" needs its parent "inferenceRequest" declared too: the object that advertises it advertises the parent (SPEC §5.1)`
+		if v := recover(); fmt.Sprint(v) != want {
+			t.Errorf("panic %v, want %s", v, want)
+		}
+	}()
+	server.New("x", "1", &server.Options{Capabilities: []string{"inferenceRequest.streaming"}})
 }
 
 func TestInitialize(t *testing.T) {
@@ -177,7 +187,7 @@ func TestServeReturns(t *testing.T) {
 		h.served <- nil
 		a, b := transport.Pipe(0)
 		defer a.Close()
-		if err := s.Serve(context.Background(), b); !errors.Is(err, server.ErrServerClosed) {
+		if err := server.ServeStream(s, context.Background(), b); !errors.Is(err, server.ErrServerClosed) {
 			t.Errorf("Serve after Close = %v, want ErrServerClosed", err)
 		}
 	})

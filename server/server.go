@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -67,13 +68,15 @@ type Options struct {
 	// on stdio must not log to stdout, which carries the protocol.
 	Logger *slog.Logger
 
-	// WebSocket tunes the streams ServeHTTP accepts. A nil Logger there
-	// means this Options' Logger.
-	WebSocket transport.WebSocketOptions
-
-	// MaxMessageSize bounds one message ServeStdio reads (0 means
-	// transport.DefaultMaxMessageSize).
+	// MaxMessageSize bounds one message the server reads, on every
+	// transport (0 means 16 MiB). A larger message ends the connection.
 	MaxMessageSize int
+
+	// PingInterval is how often a WebSocket connection is pinged (0 means
+	// 30s; negative disables pings and the idle close), and IdleTimeout
+	// closes one from which nothing, not even a pong, has arrived for that
+	// long (0 means 60s).
+	PingInterval, IdleTimeout time.Duration
 }
 
 // FeatureSet is one declared feature set (SPEC §6.1, §6.2).
@@ -124,9 +127,6 @@ func New(name, version string, opts *Options) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	if o.WebSocket.Logger == nil {
-		o.WebSocket.Logger = log
-	}
 	s := &Server{
 		name:    name,
 		version: version,
@@ -144,7 +144,10 @@ func validate(o Options) error {
 	for _, p := range o.Capabilities {
 		if !grant.Known(p) {
 			return fmt.Errorf("server: capability %q is not a path of the MCPL vocabulary (SPEC §6.2): %s",
-				p, strings.Join(grant.Vocabulary, ", "))
+				p, strings.Join(grant.Vocabulary(), ", "))
+		}
+		if parent := grant.Orphan(p, o.Capabilities); parent != "" {
+			return fmt.Errorf("server: capability %q needs its parent %q declared too: the object that advertises it advertises the parent (SPEC §5.1)", p, parent)
 		}
 	}
 	seen := map[string]bool{}
@@ -180,14 +183,21 @@ var ErrServerClosed = errors.New("server: closed")
 // ended the connection.
 var ErrRefusedClose = errors.New("server: refused the host's policy with fallback close; connection ended")
 
-// Serve runs one connection over st until it ends, and owns st: it closes
-// it. It returns nil when the host ended the connection cleanly (end of
-// stream) or Conn.Close ended it, ctx's error when ctx ended first,
-// ErrServerClosed after Close, ErrRefusedClose after a refusal naming
-// fallback "close", or the transport's error. Before returning it waits for
-// the connection's OnConnect and tool calls to return; their ctx has ended
-// by then.
-func (s *Server) Serve(ctx context.Context, st transport.Stream) error {
+// ServeConn serves one connection over conn, newline-delimited JSON-RPC
+// (MCP's stdio framing) over any byte stream: a net.Conn, a pipe. It owns
+// conn and closes it. It returns nil when the host ended the connection
+// cleanly (end of stream) or Conn.Close ended it, ctx's error when ctx
+// ended first, ErrServerClosed after Close, ErrRefusedClose after a
+// refusal naming fallback "close", or the transport's error. Before
+// returning it waits for the connection's OnConnect and tool calls to
+// return; their ctx has ended by then. Every handler's ctx carries ctx's
+// values.
+func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
+	return s.serve(ctx, transport.NewLineStream(conn, conn, conn, s.opts.MaxMessageSize))
+}
+
+// serve runs one connection over st until it ends, as ServeConn says.
+func (s *Server) serve(ctx context.Context, st transport.Stream) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -202,6 +212,7 @@ func (s *Server) Serve(ctx context.Context, st transport.Stream) error {
 	c.peer = wire.NewPeer(st, wire.Options{
 		Name:    "host",
 		Handler: wire.HandlerFunc(c.serve),
+		Context: ctx,
 		Logger:  s.log,
 	})
 	if s.opts.OnConnect != nil {
@@ -209,8 +220,12 @@ func (s *Server) Serve(ctx context.Context, st transport.Stream) error {
 	}
 
 	var err error
+	closeHere := true
 	select {
 	case <-c.peer.Done():
+		// The host ended it: a request after it reads as a closed
+		// connection, not as one this side closed.
+		closeHere = false
 		err = c.peer.Err()
 		if errors.Is(err, io.EOF) {
 			err = nil
@@ -227,13 +242,15 @@ func (s *Server) Serve(ctx context.Context, st transport.Stream) error {
 		// Otherwise Conn.Close ended it: nil.
 	}
 	c.end()
-	c.peer.Close()
+	if closeHere {
+		c.peer.Close()
+	}
 	c.wg.Wait()
 	return err
 }
 
 // ServeStdio serves one connection over this process's stdin and stdout,
-// and returns when stdin closes (nil), or as Serve does. Nothing else may
+// and returns when stdin closes (nil), or as ServeConn does. Nothing else may
 // write to stdout meanwhile.
 //
 // A read from stdin cannot be interrupted portably: when ctx ends first, a
@@ -252,21 +269,27 @@ func (s *Server) serveIO(ctx context.Context, r io.Reader, w io.Writer) error {
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err) // nil: end of stream
 	}()
-	return s.Serve(ctx, transport.NewLineStream(pr, w, pr, s.opts.MaxMessageSize))
+	return s.serve(ctx, transport.NewLineStream(pr, w, pr, s.opts.MaxMessageSize))
 }
 
-// ServeHTTP upgrades the request to a WebSocket (transport.AcceptWebSocket,
-// with Options.WebSocket) and serves one connection over it until it ends:
-// one connection per request. Mount the Server on a mux as any handler.
+// ServeHTTP upgrades the request to a WebSocket and serves one connection
+// over it until it ends, one JSON-RPC message per text frame: one
+// connection per request. Mount the Server on a mux as any handler. The
+// request's context values reach every handler.
 // http.Server.Shutdown does not end hijacked connections; register Close
 // with http.Server.RegisterOnShutdown to end them.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ws, err := transport.AcceptWebSocket(w, r, s.opts.WebSocket)
+	ws, err := transport.AcceptWebSocket(w, r, transport.WebSocketOptions{
+		MaxMessageSize: s.opts.MaxMessageSize,
+		PingInterval:   s.opts.PingInterval,
+		IdleTimeout:    s.opts.IdleTimeout,
+		Logger:         s.log,
+	})
 	if err != nil {
 		s.log.Info("websocket upgrade failed", slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
 		return
 	}
-	if err := s.Serve(r.Context(), ws); err != nil && !errors.Is(err, context.Canceled) {
+	if err := s.serve(r.Context(), ws); err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Info("websocket connection ended", slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
 	}
 }

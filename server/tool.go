@@ -29,7 +29,7 @@ type Tool struct {
 // The result is sent as it is: build one with TextResult or ErrorResult.
 // A returned error becomes an isError result whose text is the error's
 // text, since a failed tool is something the model reads and can act on;
-// only a returned *wire.Error is sent as that JSON-RPC error instead. A
+// only a returned *protocol.Error is sent as that JSON-RPC error instead. A
 // panic becomes a JSON-RPC internal error, with the stack logged.
 //
 // Each call runs in a goroutine of its own, so calls run concurrently with
@@ -114,7 +114,7 @@ func (s *Server) listTools() protocol.ListToolsResult {
 func (c *Conn) callTool(ctx context.Context, req *wire.Request) (any, error) {
 	var p protocol.CallToolParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.Name == "" {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "Invalid params: tools/call params are not an object with a tool name"}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: tools/call params are not an object with a tool name"}
 	}
 	c.s.mu.RLock()
 	t := c.s.byName[p.Name]
@@ -124,7 +124,7 @@ func (c *Conn) callTool(ctx context.Context, req *wire.Request) (any, error) {
 	}
 	c.s.mu.RUnlock()
 	if h == nil {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: there is no tool named %q", p.Name)}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: there is no tool named %q", p.Name)}
 	}
 	reply := req.Defer()
 	c.goFunc(func() { reply(c.runTool(ctx, p, h)) })
@@ -137,12 +137,12 @@ func (c *Conn) runTool(ctx context.Context, p protocol.CallToolParams, h ToolHan
 		if v := recover(); v != nil {
 			c.log.Error("tool handler panicked", slog.String("tool", p.Name),
 				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-			result, err = nil, &wire.Error{Code: wire.CodeInternalError, Message: "internal error"}
+			result, err = nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}
 		}
 	}()
 	res, err := h(ctx, p.Arguments)
 	if err != nil {
-		var we *wire.Error
+		var we *protocol.Error
 		if errors.As(err, &we) {
 			return nil, we
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/server"
 )
@@ -38,7 +37,7 @@ func toolServer(t *testing.T) *host {
 		return protocol.CallToolResult{}, errors.New("the disk is full")
 	})
 	server.AddTool(s, server.Tool{Name: "rpcfail"}, func(context.Context, struct{}) (protocol.CallToolResult, error) {
-		return protocol.CallToolResult{}, fmt.Errorf("wrapped: %w", &wire.Error{Code: -32050, Message: "custom"})
+		return protocol.CallToolResult{}, fmt.Errorf("wrapped: %w", &protocol.Error{Code: -32050, Message: "custom"})
 	})
 	server.AddTool(s, server.Tool{Name: "panic"}, func(context.Context, struct{}) (protocol.CallToolResult, error) {
 		panic("boom")
@@ -96,13 +95,13 @@ func TestTools(t *testing.T) {
 		params any
 		code   int64
 	}{
-		{protocol.CallToolParams{Name: "nope"}, wire.CodeInvalidParams},
-		{map[string]int{"name": 1}, wire.CodeInvalidParams},
+		{protocol.CallToolParams{Name: "nope"}, protocol.CodeInvalidParams},
+		{map[string]int{"name": 1}, protocol.CodeInvalidParams},
 		{protocol.CallToolParams{Name: "rpcfail"}, -32050},
-		{protocol.CallToolParams{Name: "panic"}, wire.CodeInternalError},
+		{protocol.CallToolParams{Name: "panic"}, protocol.CodeInternalError},
 	} {
-		if ce := h.callErr(protocol.MethodToolsCall, tc.params); ce.Code != tc.code {
-			t.Errorf("tools/call %+v: code %d, want %d", tc.params, ce.Code, tc.code)
+		if ce := h.callErr(protocol.MethodToolsCall, tc.params); ce.Answer.Code != tc.code {
+			t.Errorf("tools/call %+v: code %d, want %d", tc.params, ce.Answer.Code, tc.code)
 		}
 	}
 }

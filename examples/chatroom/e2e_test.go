@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -105,7 +106,7 @@ func (h *testHost) handler() wire.Handler {
 // react opens #dev on "one", closes it on "two", and marks the end at
 // "five".
 func (h *testHost) react(ctx context.Context, m protocol.IncomingMessage) {
-	text := blocksText(m.Content)
+	text := protocol.JoinText(m.Content)
 	switch {
 	case text == "one":
 		// By type and address, as SPEC §14.3 shows it.
@@ -128,17 +129,6 @@ func (h *testHost) lifecycle(ctx context.Context, method string, params any) {
 	if err := h.sess.Load().Call(ctx, method, params, &res); err != nil {
 		h.t.Errorf("%s: %v", method, err)
 	}
-}
-
-func blocksText(blocks []json.RawMessage) string {
-	var parts []string
-	for _, raw := range blocks {
-		var b protocol.TextContent
-		if json.Unmarshal(raw, &b) == nil && b.Type == "text" {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // connect starts a session to the room through dial.
@@ -168,7 +158,7 @@ func (h *testHost) connect(dial func(context.Context) (transport.Stream, error))
 func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcript) {
 	ctx := context.Background()
 	st := sess.State()
-	if st.Policy == nil || st.Policy.Outcome != session.OutcomeAccepted {
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Fatalf("policy = %+v, want accepted (every feature set's uses granted)", st.Policy)
 	}
 	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.messaging", "chat.replies"}) {
@@ -195,7 +185,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	// #random was never opened; #dev's "four" came after it was closed.
 	var got []string
 	for _, m := range incoming {
-		got = append(got, fmt.Sprintf("%s %s %q %v", m.ChannelID, m.Author, blocksText(m.Content), m.Tags))
+		got = append(got, fmt.Sprintf("%s %s %q %v", m.ChannelID, m.Author, protocol.JoinText(m.Content), m.Tags))
 	}
 	want := []string{
 		`chatroom:#general {"id":"u_alice","name":"alice"} "one" [chat:ambient chat:from-human]`,
@@ -221,7 +211,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	// An unknown channel is -32023, from the SDK's mapping of the room's
 	// answer.
 	err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{Type: "chatroom", Address: json.RawMessage(`{"channel":"#ops"}`)}, nil)
-	if ce, ok := err.(*wire.CallError); !ok || ce.Code != protocol.CodeUnknownChannel {
+	if ce, ok := err.(*wire.CallError); !ok || ce.Answer.Code != protocol.CodeUnknownChannel {
 		t.Errorf("open #ops = %v, want -32023", err)
 	}
 	// The history tool has what was never delivered.

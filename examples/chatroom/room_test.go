@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -30,12 +31,14 @@ func TestRoomSchedule(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		hostEnd, roomEnd := transport.Pipe(0)
+		hostEnd, roomEnd := net.Pipe()
 		s := NewRoom(posts, 2, false, io.Discard, quietLog).Server("test")
 		served := make(chan error, 1)
-		go func() { served <- s.Serve(context.Background(), roomEnd) }()
+		go func() { served <- s.ServeConn(context.Background(), roomEnd) }()
 		h := newTestHost(t)
-		sess := h.connect(func(context.Context) (transport.Stream, error) { return hostEnd, nil })
+		sess := h.connect(func(context.Context) (transport.Stream, error) {
+			return transport.NewLineStream(hostEnd, hostEnd, hostEnd, 0), nil
+		})
 		ctx := context.Background()
 
 		// At 3s (#general's "a" came at 2.5s) the host opens #dev: "b"
@@ -59,7 +62,7 @@ func TestRoomSchedule(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, fmt.Sprintf("%s %s@%s", m.ChannelID, blocksText(m.Content), at.Sub(start)))
+			got = append(got, fmt.Sprintf("%s %s@%s", m.ChannelID, protocol.JoinText(m.Content), at.Sub(start)))
 		}
 		h.mu.Unlock()
 		want := []string{"chatroom:#general a@2.5s", "chatroom:#dev @agent b@7.5s", "chatroom:#general d@37.5s"}
