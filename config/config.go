@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/mcpl-go/mcpl/grant"
-	"github.com/mcpl-go/mcpl/internal/session"
-	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -64,12 +60,10 @@ type Server struct {
 	// It defaults to ID.
 	ToolPrefix string
 	Reconnect  Reconnect
-	// RequestTimeout is the deadline of each request the host sends
-	// (default DefaultRequestTimeout); 0 means none, but see TimeoutFor.
+	// RequestTimeout is the deadline of each request the host sends: 0
+	// means DefaultRequestTimeout, NoTimeout none (but see TimeoutFor).
+	// The file's requestTimeout: 0 is NoTimeout.
 	RequestTimeout time.Duration
-	// RequestTimeoutSet reports whether the file gave requestTimeout, so
-	// that a written 0 is told apart from the default.
-	RequestTimeoutSet bool
 
 	Tools        ToolPolicy
 	Capabilities Patterns
@@ -77,7 +71,11 @@ type Server struct {
 	Channels     Channels
 }
 
-// Reconnect is the redial policy, with defaults applied.
+// NoTimeout, as Server.RequestTimeout, sets no deadline.
+const NoTimeout time.Duration = -1
+
+// Reconnect is the redial policy: Initial and Max of 0 mean
+// DefaultReconnectInitial and DefaultReconnectMax.
 type Reconnect struct {
 	Enabled      bool
 	Initial, Max time.Duration
@@ -94,17 +92,21 @@ type Channels struct {
 	Subscription Subscription
 }
 
+// SubscriptionMode says which channels host policy opens: none, all, or a
+// list.
+type SubscriptionMode string
+
 // Subscription modes.
 const (
-	SubscriptionManual = "manual"
-	SubscriptionAuto   = "auto"
-	SubscriptionList   = "list"
+	SubscriptionManual SubscriptionMode = "manual"
+	SubscriptionAuto   SubscriptionMode = "auto"
+	SubscriptionList   SubscriptionMode = "list"
 )
 
 // Subscription says which of the server's channels host policy opens
 // without the agent deciding: none (manual), all (auto), or those listed.
 type Subscription struct {
-	Mode string // SubscriptionManual, SubscriptionAuto or SubscriptionList
+	Mode SubscriptionMode
 	// Channels are the channel ids, for SubscriptionList.
 	Channels []string
 }
@@ -142,45 +144,55 @@ func Parse(data []byte, name, dir string) (*Config, error) {
 	return cfg, nil
 }
 
-// GrantPolicy returns the server's host policy for the capability grant,
-// keeping nil (no constraint) apart from empty (allow nothing).
-func (s Server) GrantPolicy() grant.Policy {
-	return grant.Policy{
-		Enable:             slices.Clone(s.Capabilities.Enable),
-		Disable:            slices.Clone(s.Capabilities.Disable),
-		EnableFeatureSets:  slices.Clone(s.FeatureSets.Enable),
-		DisableFeatureSets: slices.Clone(s.FeatureSets.Disable),
+// WithDefaults returns s with every default applied: the one place they
+// are, for a server from a file and one configured in code alike. ToolPrefix
+// defaults to ID; RequestTimeout 0 to DefaultRequestTimeout; Reconnect's
+// Initial and Max of 0 to DefaultReconnectInitial and DefaultReconnectMax;
+// an empty subscription mode to SubscriptionManual.
+func (s Server) WithDefaults() Server {
+	if s.ToolPrefix == "" {
+		s.ToolPrefix = s.ID
 	}
-}
-
-// ReconnectConfig returns the server's redial policy for session.Config.
-func (s Server) ReconnectConfig() session.Reconnect {
-	return session.Reconnect{Enabled: s.Reconnect.Enabled, Initial: s.Reconnect.Initial, Max: s.Reconnect.Max}
-}
-
-// Command returns how to start the server's process: Env as KEY=VALUE
-// pairs sorted by name, and the config file's directory as working
-// directory. Its Argv is empty for a URL server.
-func (s Server) Command() transport.Command {
-	env := make([]string, 0, len(s.Env))
-	for k, v := range s.Env {
-		env = append(env, k+"="+v)
-	}
-	slices.Sort(env)
-	return transport.Command{Argv: slices.Clone(s.Argv), Env: env, InheritEnv: s.InheritEnv, Dir: s.Dir}
-}
-
-// TimeoutFor returns the deadline of a request for method: RequestTimeout,
-// except that with RequestTimeout 0 channels/open, channels/close and
-// channels/publish keep ChannelRequestTimeout. 0 means no deadline.
-func (s Server) TimeoutFor(method string) time.Duration {
 	if s.RequestTimeout == 0 {
-		switch method {
-		case protocol.MethodChannelsOpen, protocol.MethodChannelsClose, protocol.MethodChannelsPublish:
-			return ChannelRequestTimeout
-		}
+		s.RequestTimeout = DefaultRequestTimeout
+	}
+	if s.Reconnect.Initial == 0 {
+		s.Reconnect.Initial = DefaultReconnectInitial
+	}
+	if s.Reconnect.Max == 0 {
+		s.Reconnect.Max = DefaultReconnectMax
+	}
+	if s.Channels.Subscription.Mode == "" {
+		s.Channels.Subscription.Mode = SubscriptionManual
+	}
+	return s
+}
+
+// Timeout returns the deadline of the server's requests: RequestTimeout
+// (DefaultRequestTimeout when 0), or 0 for none when it is NoTimeout.
+func (s Server) Timeout() time.Duration {
+	switch {
+	case s.RequestTimeout == 0:
+		return DefaultRequestTimeout
+	case s.RequestTimeout < 0:
+		return 0
 	}
 	return s.RequestTimeout
+}
+
+// TimeoutFor returns the deadline of a request for method: Timeout, except
+// that with no deadline channels/open, channels/close and channels/publish
+// keep ChannelRequestTimeout, since a channel decision must settle. 0
+// means no deadline.
+func (s Server) TimeoutFor(method string) time.Duration {
+	if d := s.Timeout(); d > 0 {
+		return d
+	}
+	switch method {
+	case protocol.MethodChannelsOpen, protocol.MethodChannelsClose, protocol.MethodChannelsPublish:
+		return ChannelRequestTimeout
+	}
+	return 0
 }
 
 // Token returns the bearer token for a URL server, read at call time from

@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/config"
-	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -158,17 +157,16 @@ func TestDurations(t *testing.T) {
 		src     string
 		want    config.Reconnect
 		timeout time.Duration
-		set     bool
 		err     string
 	}{
 		{src: "", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
 		{src: "    reconnect: {enabled: true}\n", want: config.Reconnect{Enabled: true, Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
 		{src: "    reconnect: {initial: 1m, max: 1m}\n", want: config.Reconnect{Initial: time.Minute, Max: time.Minute}, timeout: 60 * time.Second},
 		{src: "    reconnect: {initial: 100ms, max: 2h45m}\n", want: config.Reconnect{Initial: 100 * time.Millisecond, Max: 2*time.Hour + 45*time.Minute}, timeout: 60 * time.Second},
-		{src: "    requestTimeout: 0\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 0, set: true},
-		{src: "    requestTimeout: 0s\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 0, set: true},
-		{src: "    requestTimeout: 60s\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second, set: true},
-		{src: "    requestTimeout: \"2m30s\"\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 150 * time.Second, set: true},
+		{src: "    requestTimeout: 0\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: config.NoTimeout},
+		{src: "    requestTimeout: 0s\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: config.NoTimeout},
+		{src: "    requestTimeout: 60s\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
+		{src: "    requestTimeout: \"2m30s\"\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 150 * time.Second},
 		{src: "    reconnect: {initial: 5 seconds}\n", err: `c.yaml:4: servers[0].reconnect.initial: "5 seconds" is not a duration (write it like 5s or 2m30s)`},
 		{src: "    reconnect: {max: 300}\n", err: `c.yaml:4: servers[0].reconnect.max: "300" is not a duration (write it like 5s or 2m30s)`},
 		{src: "    reconnect: {max: -5m}\n", err: `c.yaml:4: servers[0].reconnect.max: "-5m" is negative; a duration must be 0 or more`},
@@ -191,44 +189,62 @@ func TestDurations(t *testing.T) {
 			t.Errorf("%q: %v", tc.src, err)
 			continue
 		}
-		if s.Reconnect != tc.want || s.RequestTimeout != tc.timeout || s.RequestTimeoutSet != tc.set {
-			t.Errorf("%q: reconnect %+v, timeout %v (set %v); want %+v, %v (set %v)",
-				tc.src, s.Reconnect, s.RequestTimeout, s.RequestTimeoutSet, tc.want, tc.timeout, tc.set)
-		}
-		if r := s.ReconnectConfig(); r.Enabled != tc.want.Enabled || r.Initial != tc.want.Initial || r.Max != tc.want.Max {
-			t.Errorf("%q: ReconnectConfig() = %+v, want %+v", tc.src, r, tc.want)
+		if s.Reconnect != tc.want || s.RequestTimeout != tc.timeout {
+			t.Errorf("%q: reconnect %+v, timeout %v; want %+v, %v", tc.src, s.Reconnect, s.RequestTimeout, tc.want, tc.timeout)
 		}
 	}
 }
 
 func TestTimeoutFor(t *testing.T) {
-	disabled := config.Server{RequestTimeout: 0, RequestTimeoutSet: true}
-	set := config.Server{RequestTimeout: 5 * time.Second, RequestTimeoutSet: true}
+	none := config.Server{RequestTimeout: config.NoTimeout}
+	set := config.Server{RequestTimeout: 5 * time.Second}
+	unset := config.Server{} // configured in code: the default
 	for _, tc := range []struct {
 		s      config.Server
 		method string
 		want   time.Duration
 	}{
-		{disabled, protocol.MethodToolsCall, 0},
-		{disabled, protocol.MethodChannelsOpen, config.ChannelRequestTimeout},
-		{disabled, protocol.MethodChannelsClose, config.ChannelRequestTimeout},
-		{disabled, protocol.MethodChannelsPublish, config.ChannelRequestTimeout},
-		{disabled, protocol.MethodChannelsList, 0},
+		{none, protocol.MethodToolsCall, 0},
+		{none, protocol.MethodChannelsOpen, config.ChannelRequestTimeout},
+		{none, protocol.MethodChannelsClose, config.ChannelRequestTimeout},
+		{none, protocol.MethodChannelsPublish, config.ChannelRequestTimeout},
+		{none, protocol.MethodChannelsList, 0},
 		{set, protocol.MethodToolsCall, 5 * time.Second},
 		{set, protocol.MethodChannelsOpen, 5 * time.Second}, // a set timeout applies to channels too
+		{unset, protocol.MethodToolsCall, config.DefaultRequestTimeout},
+		{unset.WithDefaults(), protocol.MethodToolsCall, config.DefaultRequestTimeout},
 	} {
 		if got := tc.s.TimeoutFor(tc.method); got != tc.want {
 			t.Errorf("RequestTimeout %v: TimeoutFor(%s) = %v, want %v", tc.s.RequestTimeout, tc.method, got, tc.want)
 		}
 	}
-	if config.ChannelRequestTimeout != 60*time.Second {
-		t.Errorf("ChannelRequestTimeout = %v, want 60s", config.ChannelRequestTimeout)
+	if config.ChannelRequestTimeout != 60*time.Second || config.DefaultRequestTimeout != 60*time.Second {
+		t.Errorf("ChannelRequestTimeout = %v, DefaultRequestTimeout = %v, want 60s each", config.ChannelRequestTimeout, config.DefaultRequestTimeout)
+	}
+}
+
+// TestWithDefaults: a server configured in code gets the defaults a file's
+// server gets, from the one place they are applied; what is set stays.
+func TestWithDefaults(t *testing.T) {
+	fromFile, err := one(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCode := config.Server{ID: fromFile.ID, Argv: fromFile.Argv, Dir: fromFile.Dir}.WithDefaults()
+	if diff := cmp.Diff(fromFile, inCode); diff != "" {
+		t.Errorf("a server in code with defaults differs from the file's (-file +code):\n%s", diff)
+	}
+	kept := config.Server{ID: "s", ToolPrefix: "p", RequestTimeout: config.NoTimeout,
+		Reconnect: config.Reconnect{Initial: time.Second, Max: time.Minute},
+		Channels:  config.Channels{Subscription: config.Subscription{Mode: config.SubscriptionAuto}}}
+	if got := kept.WithDefaults(); !cmp.Equal(got, kept) {
+		t.Errorf("WithDefaults changed what was set: %+v", got)
 	}
 }
 
 // TestNilVersusEmpty: an absent list is nil (no constraint) and [] is an
-// empty allowlist, through to grant.Policy, where the difference decides
-// what is granted.
+// empty allowlist (the host keeps the difference in the grant policy, where
+// it decides what is granted).
 func TestNilVersusEmpty(t *testing.T) {
 	absent, err := one(t, "")
 	if err != nil {
@@ -238,18 +254,19 @@ func TestNilVersusEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa, pe := absent.GrantPolicy(), empty.GrantPolicy()
 	for name, v := range map[string][]string{
-		"absent tools.enable": absent.Tools.Enable, "absent Enable": pa.Enable, "absent Disable": pa.Disable,
-		"absent EnableFeatureSets": pa.EnableFeatureSets, "absent DisableFeatureSets": pa.DisableFeatureSets,
+		"absent tools.enable": absent.Tools.Enable, "absent capabilities.enable": absent.Capabilities.Enable,
+		"absent capabilities.disable": absent.Capabilities.Disable, "absent featureSets.enable": absent.FeatureSets.Enable,
+		"absent featureSets.disable": absent.FeatureSets.Disable,
 	} {
 		if v != nil {
 			t.Errorf("%s = %#v, want nil", name, v)
 		}
 	}
 	for name, v := range map[string][]string{
-		"empty tools.enable": empty.Tools.Enable, "empty Enable": pe.Enable, "empty Disable": pe.Disable,
-		"empty EnableFeatureSets": pe.EnableFeatureSets, "empty DisableFeatureSets": pe.DisableFeatureSets,
+		"empty tools.enable": empty.Tools.Enable, "empty capabilities.enable": empty.Capabilities.Enable,
+		"empty capabilities.disable": empty.Capabilities.Disable, "empty featureSets.enable": empty.FeatureSets.Enable,
+		"empty featureSets.disable": empty.FeatureSets.Disable,
 	} {
 		if v == nil || len(v) != 0 {
 			t.Errorf("%s = %#v, want empty and not nil", name, v)
@@ -257,20 +274,6 @@ func TestNilVersusEmpty(t *testing.T) {
 	}
 	if !absent.Tools.Allows("echo") || empty.Tools.Allows("echo") {
 		t.Errorf("absent enable must allow echo and enable: [] must not")
-	}
-	ad := grant.Advertisement{Capabilities: []string{"tools", "pushEvents"}}
-	impl := []string{"tools", "pushEvents"}
-	if g := grant.Compute(ad, impl, pa); len(g.Effective) != 2 {
-		t.Errorf("absent capabilities.enable granted %v, want both", g.Effective)
-	}
-	if g := grant.Compute(ad, impl, pe); len(g.Effective) != 0 {
-		t.Errorf("capabilities.enable: [] granted %v, want nothing", g.Effective)
-	}
-	// GrantPolicy copies: changing it leaves the server alone.
-	p := empty.GrantPolicy()
-	p.Enable = append(p.Enable, "tools")
-	if len(empty.Capabilities.Enable) != 0 {
-		t.Errorf("GrantPolicy shares its slices with the server")
 	}
 }
 
@@ -312,8 +315,8 @@ func TestPaths(t *testing.T) {
 	if cfg.Dir != sub || cfg.Store != filepath.Join(sub, "data", "host.db") {
 		t.Errorf("Dir %q, Store %q; want both under %q", cfg.Dir, cfg.Store, sub)
 	}
-	if c := cfg.Servers[0].Command(); c.Dir != sub || !slices.Equal(c.Argv, []string{"go", "run", "../echo"}) {
-		t.Errorf("Command() = %+v, want Argv as written and Dir %q", c, sub)
+	if s := cfg.Servers[0]; s.Dir != sub || !slices.Equal(s.Argv, []string{"go", "run", "../echo"}) {
+		t.Errorf("server %+v, want Argv as written and Dir %q", s, sub)
 	}
 
 	// Parse makes a relative dir absolute.
@@ -339,12 +342,11 @@ func TestCommandEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.Command()
-	if want := []string{"ALPHA=a", "MID=", "N=5", "ZED=z"}; !slices.Equal(c.Env, want) {
-		t.Errorf("Env = %q, want %q", c.Env, want)
+	if want := map[string]string{"ZED": "z", "ALPHA": "a", "MID": "", "N": "5"}; !cmp.Equal(s.Env, want) {
+		t.Errorf("Env = %q, want %q", s.Env, want)
 	}
-	if !c.InheritEnv || c.Dir == "" || !slices.Equal(c.Argv, []string{"s"}) {
-		t.Errorf("Command() = %+v", c)
+	if !s.InheritEnv || s.Dir == "" || !slices.Equal(s.Argv, []string{"s"}) {
+		t.Errorf("server %+v", s)
 	}
 }
 

@@ -47,16 +47,22 @@
 //     tool dispatch is.
 //   - reconnect.enabled defaults to false, initial to 5s, max to 5m; both
 //     must be more than 0 and max at least initial.
-//   - requestTimeout defaults to 60s. 0 disables it, except for
-//     channels/open, channels/close and channels/publish, which keep a
-//     deadline of ChannelRequestTimeout (Server.TimeoutFor). Negative
-//     durations are errors everywhere.
+//   - requestTimeout defaults to 60s. 0 disables it (Server.RequestTimeout
+//     NoTimeout), except for channels/open, channels/close and
+//     channels/publish, which keep a deadline of ChannelRequestTimeout
+//     (Server.TimeoutFor). Negative durations are errors everywhere.
+//   - Defaults are applied in one place, Server.WithDefaults, by the
+//     decoder and by the host alike, so a server configured in code gets
+//     what one from a file gets.
+//   - store and channels.subscription are decoded and checked but not yet
+//     used: the channel layer makes them live (docs/config.md).
 //   - tools.enable and tools.disable hold bare tool names, where * matches
 //     any run of characters (including "--" and nothing). Deny wins. An
 //     absent enable allows every tool; a present one, even [], is an
 //     allowlist.
-//   - capabilities and featureSets map onto grant.Policy, keeping absent
-//     (nil, no constraint) apart from [] (an allowlist of nothing). A
+//   - capabilities and featureSets are kept as written, absent (nil, no
+//     constraint) apart from [] (an allowlist of nothing); the host maps
+//     them onto its grant policy. A
 //     capability pattern is dot-separated segments, each letters and digits
 //     or *; a well-formed path this host does not know is accepted, since a
 //     newer server may advertise it. A feature-set pattern is a
@@ -70,6 +76,7 @@
 //   - An empty file is an error (it is more often a wrong path than a
 //     wish); a file with servers: [] is valid.
 //
-// The package is pure apart from Load reading the file and Server.Token
-// reading the environment: no goroutines, no clocks.
+// The package is data: pure apart from Load reading the file and
+// Server.Token reading the environment (no goroutines, no clocks), and it
+// imports none of the host's machinery; package host maps it.
 package config

@@ -49,7 +49,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("server %d: %+v", i, s)
 			}
 			ids[s.ID] = true
-			if s.Reconnect.Initial <= 0 || s.Reconnect.Max < s.Reconnect.Initial || s.RequestTimeout < 0 {
+			if s.Reconnect.Initial <= 0 || s.Reconnect.Max < s.Reconnect.Initial || (s.RequestTimeout <= 0 && s.RequestTimeout != config.NoTimeout) {
 				t.Fatalf("server %d durations: %+v, %v", i, s.Reconnect, s.RequestTimeout)
 			}
 			for _, o := range cfg.Servers[:i] {

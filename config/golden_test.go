@@ -13,9 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/config"
-	"github.com/mcpl-go/mcpl/grant"
-	"github.com/mcpl-go/mcpl/internal/session"
-	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -149,14 +146,11 @@ func dump(t *testing.T, cfg *config.Config) string {
 		Dir                           string
 		Reconnect                     map[string]any
 		RequestTimeout                string
-		RequestTimeoutSet             bool
 		TimeoutToolsCall              string
 		TimeoutChannelsOpen           string
 		Tools                         config.ToolPolicy
+		Capabilities, FeatureSets     config.Patterns
 		Channels                      config.Channels
-		GrantPolicy                   grant.Policy
-		ReconnectConfig               session.Reconnect
-		Command                       transport.Command
 	}
 	out := struct {
 		Dir, Store string
@@ -172,14 +166,12 @@ func dump(t *testing.T, cfg *config.Config) string {
 				"Max":     s.Reconnect.Max.String(),
 			},
 			RequestTimeout:      s.RequestTimeout.String(),
-			RequestTimeoutSet:   s.RequestTimeoutSet,
 			TimeoutToolsCall:    s.TimeoutFor(protocol.MethodToolsCall).String(),
 			TimeoutChannelsOpen: s.TimeoutFor(protocol.MethodChannelsOpen).String(),
 			Tools:               s.Tools,
+			Capabilities:        s.Capabilities,
+			FeatureSets:         s.FeatureSets,
 			Channels:            s.Channels,
-			GrantPolicy:         s.GrantPolicy(),
-			ReconnectConfig:     s.ReconnectConfig(),
-			Command:             s.Command(),
 		})
 	}
 	b, err := json.MarshalIndent(out, "", "  ")

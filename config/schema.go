@@ -74,12 +74,9 @@ type placed struct {
 // server decodes one servers[] item; ok is false when it is not a mapping.
 func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 	path := p.path
-	s := Server{
-		Dir:            dir,
-		RequestTimeout: DefaultRequestTimeout,
-		Reconnect:      Reconnect{Initial: DefaultReconnectInitial, Max: DefaultReconnectMax},
-		Channels:       Channels{Subscription: Subscription{Mode: SubscriptionManual}},
-	}
+	// Defaults first (the ID is not known yet, so no prefix); what the
+	// file gives replaces them.
+	s := Server{Dir: dir}.WithDefaults()
 	var cmdLine, urlLine, envLine, inheritLine, tokenLine, initialLine, maxLine int
 	ok := d.fields(n, path, n.Line, "a mapping with id: and command: or url:", serverKeys, func(e entry, path string) {
 		line := e.key.Line
@@ -147,7 +144,10 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 			})
 		case "requestTimeout":
 			if v, ok := d.duration(e.val, path, line); ok {
-				s.RequestTimeout, s.RequestTimeoutSet = v, true
+				s.RequestTimeout = v
+				if v == 0 {
+					s.RequestTimeout = NoTimeout
+				}
 			}
 		case "tools":
 			s.Tools.Enable, s.Tools.Disable = d.patterns(e.val, path, line, "tool names", toolPatternProblem)
@@ -283,9 +283,9 @@ func (d *decoder) subscription(n *yaml.Node, path string, line int) Subscription
 			return Subscription{Mode: SubscriptionList, Channels: ids}
 		}
 	case v.Kind == yaml.ScalarNode && !isNull(v):
-		switch v.Value {
+		switch m := SubscriptionMode(v.Value); m {
 		case SubscriptionManual, SubscriptionAuto:
-			return Subscription{Mode: v.Value}
+			return Subscription{Mode: m}
 		}
 		d.add(line, path, "%q is not a subscription; write %s", v.Value, want)
 	default:

@@ -186,7 +186,7 @@ func (f *fake) serve(c *fakeConn, req *wire.Request) (any, error) {
 			f.calls <- c.n
 			return nil, nil
 		}
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 	}
 	return nil, wire.ErrMethodNotFound
 }

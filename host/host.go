@@ -1,21 +1,38 @@
-// Package host is the composition root: it connects the configured
-// servers, keeps the registry of live sessions, names their tools
-// "<prefix>--<tool>", and runs every tool call — the model's, a script's,
-// an operator's — through one path, whose refusals and failures are the
-// texts in texts.go and package wire.
+// Package host runs MCPL servers for an application: it connects the
+// configured servers, negotiates each one's capability grant, keeps the
+// registry of live servers, names their tools "<prefix>--<tool>", and runs
+// every tool call (the model's, a script's, an operator's) through one
+// path. It is what a Go program that embeds an MCPL host imports, with
+// package config for what to run and package grant for the grant's
+// vocabulary.
 //
-// The registry holds a server once its handshake is done. While a connect
-// is in flight (at start, at runtime or in a restart) its id is marked: a
-// call to its tools reads the "connecting" text, and another connect,
-// restart or disconnect of that id is refused before it changes anything.
-// A server whose connection ends with no reconnect to come leaves the
-// registry; one that is reconnecting stays, and its calls fail as not sent,
-// saying so.
+//	h := host.New(host.Options{})
+//	defer h.Close()
+//	h.Start(cfg) // a *config.Config, from config.Load
+//	<-h.Settled()
+//	res, err := h.CallTool(ctx, "chat--send_message", args)
+//
+// A failed call is a *ToolError: its Text is what an agent reads (what
+// happened, whether anything ran, what works from there: texts_*.go, one
+// file per lane), its Outcome what a program decides on, and it wraps the
+// cause (ErrConnectionClosed, a *protocol.Error answer, ErrNotConnected,
+// ...). Operator detail goes to Options.Logger.
+//
+// The registry holds a server once its handshake is done. While a connect is
+// in flight (at start, at runtime or in a restart) its id is marked: a call
+// to its tools reads the "connecting" text, and another connect, restart or
+// disconnect of that id is refused before it changes anything. A server
+// whose connection ends with no reconnect to come leaves the registry; one
+// that is reconnecting stays, and its calls fail as not sent, saying so.
+//
+// The host grants a server only what it serves: MCP's tools, until the
+// channel and agent layers wire their consumers (docs/admission.md). The
+// JSON-RPC peer, the transports and the per-connection session it is built
+// on are internal (docs/api.md).
 package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -104,7 +121,7 @@ func New(opts Options) *Host {
 // closed once every one of these connects has finished, either way.
 func (h *Host) Start(cfg *config.Config) {
 	for _, s := range cfg.Servers {
-		s = withDefaults(s)
+		s = s.WithDefaults()
 		// Mark each id before returning, so a call made at once reads
 		// that its server is connecting rather than unknown.
 		h.mu.Lock()
@@ -138,17 +155,15 @@ func (h *Host) Start(cfg *config.Config) {
 // Settled is closed when the connects Start began have all finished.
 func (h *Host) Settled() <-chan struct{} { return h.settled }
 
-// ConnectInFlightError refuses a connect, restart or disconnect of a server
-// whose connect is in flight.
-type ConnectInFlightError struct{ ID string }
-
-func (e *ConnectInFlightError) Error() string { return textConnectInFlight(e.ID) }
-
 // Connect connects one server and adds it to the registry. It refuses an
-// id that is registered or has a connect in flight, and a tool prefix that
-// meets another server's, before it changes anything.
+// id that is registered (ErrAlreadyConnected) or has a connect in flight
+// (ErrConnectInFlight), and a tool prefix that meets another server's,
+// before it changes anything; after Close it fails with ErrHostClosed.
+// When ctx ends before the connect is done, it returns ctx's error and
+// registers nothing, reconnect or not. cfg gets the defaults a file's
+// server gets (config.Server.WithDefaults).
 func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
-	cfg = withDefaults(cfg)
+	cfg = cfg.WithDefaults()
 	h.mu.Lock()
 	if err := h.admitLocked(cfg, ""); err != nil {
 		h.mu.Unlock()
@@ -159,25 +174,16 @@ func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
 	return h.connectMarked(ctx, cfg)
 }
 
-// withDefaults gives a server configured in code what the file's decoder
-// gives one from a file: a tool prefix, which defaults to the id.
-func withDefaults(cfg config.Server) config.Server {
-	if cfg.ToolPrefix == "" {
-		cfg.ToolPrefix = cfg.ID
-	}
-	return cfg
-}
-
 // admitLocked checks that cfg may be connected. replacing names the id a
 // restart replaces, which does not count against it.
 func (h *Host) admitLocked(cfg config.Server, replacing string) error {
 	switch {
 	case h.closed:
-		return errors.New("host: closed")
+		return ErrHostClosed
 	case h.connecting[cfg.ID]:
-		return &ConnectInFlightError{ID: cfg.ID}
+		return &ServerError{ID: cfg.ID, Err: ErrConnectInFlight}
 	case cfg.ID != replacing && h.servers[cfg.ID] != nil:
-		return fmt.Errorf("MCPL server %q is already connected", cfg.ID)
+		return &ServerError{ID: cfg.ID, Err: ErrAlreadyConnected}
 	}
 	var existing []config.PrefixOwner
 	for id, p := range h.prefixes {
@@ -217,6 +223,14 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	// list_changed or a reconnect meanwhile waits for it rather than
 	// listing beside it, where an older listing could land last.
 	srv.refresh.running = true
+	for _, n := range grantPolicy(cfg).Notes(implemented()) {
+		list := "enable"
+		if n.Disable {
+			list = "disable"
+		}
+		h.log.Warn("a capability pattern in host policy does nothing here", "server", cfg.ID,
+			"list", list, "pattern", n.Pattern, "problem", string(n.Problem), "paths", n.Paths)
+	}
 	sess, err := session.Connect(ctx, h.sessionConfig(srv))
 	h.mu.Lock()
 	delete(h.connecting, cfg.ID)
@@ -226,7 +240,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 		h.mu.Unlock()
 		if err == nil && closed {
 			sess.Close()
-			return errors.New("host: closed")
+			return ErrHostClosed
 		}
 		return err
 	}
@@ -258,9 +272,10 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 	return session.Config{
 		ID:             cfg.ID,
 		Dial:           func(ctx context.Context) (transport.Stream, error) { return h.dial(ctx, cfg) },
-		Policy:         cfg.GrantPolicy(),
-		RequestTimeout: cfg.RequestTimeout,
-		Reconnect:      cfg.ReconnectConfig(),
+		Policy:         grantPolicy(cfg),
+		Implemented:    implemented(),
+		RequestTimeout: cfg.TimeoutFor(""),
+		Reconnect:      reconnect(cfg),
 		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(srv, req) }),
 		Logger:         h.log,
 		OnConnect: func(s *session.Session) {
@@ -287,7 +302,7 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 // dial opens a server's stream: its process, or its WebSocket.
 func (h *Host) dial(ctx context.Context, cfg config.Server) (transport.Stream, error) {
 	if cfg.URL == "" {
-		return transport.Spawn(cfg.Command(), transport.StdioOptions{Logger: h.log.With("server", cfg.ID)})
+		return transport.Spawn(command(cfg), transport.StdioOptions{Logger: h.log.With("server", cfg.ID)})
 	}
 	opts := transport.WebSocketOptions{Logger: h.log.With("server", cfg.ID)}
 	if cfg.TokenEnv != "" {
@@ -334,16 +349,16 @@ func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) er
 	h.mu.Lock()
 	if h.connecting[id] {
 		h.mu.Unlock()
-		return &ConnectInFlightError{ID: id}
+		return &ServerError{ID: id, Err: ErrConnectInFlight}
 	}
 	old := h.servers[id]
 	if old == nil {
 		h.mu.Unlock()
-		return fmt.Errorf("MCPL server %q is not connected", id)
+		return &ServerError{ID: id, Err: ErrNotConnected}
 	}
 	cfg := old.cfg
 	if newCfg != nil {
-		cfg = withDefaults(*newCfg)
+		cfg = newCfg.WithDefaults()
 		if cfg.ID != id {
 			h.mu.Unlock()
 			return fmt.Errorf("a restart of %q cannot change its id to %q", id, cfg.ID)
@@ -365,12 +380,12 @@ func (h *Host) Disconnect(id string) error {
 	h.mu.Lock()
 	if h.connecting[id] {
 		h.mu.Unlock()
-		return &ConnectInFlightError{ID: id}
+		return &ServerError{ID: id, Err: ErrConnectInFlight}
 	}
 	srv := h.servers[id]
 	if srv == nil {
 		h.mu.Unlock()
-		return fmt.Errorf("MCPL server %q is not connected", id)
+		return &ServerError{ID: id, Err: ErrNotConnected}
 	}
 	delete(h.servers, id)
 	h.leaveLocked(id)
@@ -418,24 +433,9 @@ func (h *Host) goBackground(f func()) bool {
 	return true
 }
 
-// Session returns a registered server's session.
-func (h *Host) Session(id string) (*session.Session, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	srv := h.servers[id]
-	if srv == nil {
-		return nil, false
-	}
-	return srv.sess, true
-}
-
-// methodPing is MCP's ping, which either side may send; package protocol
-// names no constant for it.
-const methodPing = "ping"
-
 // serveInbound answers what a server sends that the session passes on.
 func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
-	if req.Method == methodPing {
+	if req.Method == protocol.MethodPing {
 		// MCP: the receiver answers at once with an empty result. A server
 		// that pings to keep its session alive closes one whose ping fails.
 		return struct{}{}, nil

@@ -45,7 +45,7 @@ func TestPrefixesThatMeetAtLoad(t *testing.T) {
 	if got, want := fmt.Sprint(toolNames(h)), fmt.Sprint(prefixed("a", testserverTools()...)); got != want {
 		t.Errorf("Tools = %v, want %v", got, want)
 	}
-	if _, ok := h.Session("b"); ok {
+	if _, ok := h.Server("b"); ok {
 		t.Error("b was connected")
 	}
 }
@@ -71,7 +71,7 @@ func TestPrefixesThatMeetAtRuntime(t *testing.T) {
 			t.Errorf("prefix %q: Connect = %v, want %q", tc.prefix, err, tc.want)
 		}
 	}
-	if _, ok := h.Session("b"); ok {
+	if _, ok := h.Server("b"); ok {
 		t.Fatal("a refused connect registered b")
 	}
 	wantRefused(t, h, "b--echo", `{}`, textNoSuchTool("b--echo"))

@@ -85,8 +85,8 @@ func TestConnectInFlight(t *testing.T) {
 		"Restart with a config": h.Restart(t.Context(), "x", &moved),
 		"Disconnect":            h.Disconnect("x"),
 	} {
-		var inFlight *host.ConnectInFlightError
-		if !errors.As(err, &inFlight) || inFlight.ID != "x" || err.Error() != textInFlight("x") {
+		var inFlight *host.ServerError
+		if !errors.Is(err, host.ErrConnectInFlight) || !errors.As(err, &inFlight) || inFlight.ID != "x" || err.Error() != textInFlight("x") {
 			t.Errorf("%s during the connect = %v, want %q", name, err, textInFlight("x"))
 		}
 	}
@@ -108,7 +108,7 @@ func TestConnectInFlight(t *testing.T) {
 	}
 	wantOK(t, h, "x--echo", `{"text":"in"}`, "in")
 	wantOK(t, h, "other--echo", `{"text":"still"}`, "still")
-	if err := h.Connect(t.Context(), cfg); err == nil || err.Error() != `MCPL server "x" is already connected` {
+	if err := h.Connect(t.Context(), cfg); !errors.Is(err, host.ErrAlreadyConnected) || err.Error() != `MCPL server "x" is already connected` {
 		t.Errorf("a connect of a registered id = %v", err)
 	}
 }
@@ -156,8 +156,8 @@ func TestRestartWindowReadsConnecting(t *testing.T) {
 	wantOK(t, h, "x--echo", `{"text":"back"}`, "back")
 	// The new config holds: its policy, and its server.
 	wantRefused(t, h, "x--fail", `{}`, textDenied("x", "x--fail"))
-	s, ok := h.Session("x")
-	if !ok || s.State().Init.ServerInfo == nil || s.State().Init.ServerInfo.Name != "second" {
+	s, ok := h.Server("x")
+	if !ok || s.ServerInfo == nil || s.ServerInfo.Name != "second" {
 		t.Errorf("after the restart the session is %v, %v", ok, s)
 	}
 }
@@ -214,7 +214,7 @@ func TestRestartRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.Restart(t.Context(), "nobody", nil); err == nil || err.Error() != `MCPL server "nobody" is not connected` {
+	if err := h.Restart(t.Context(), "nobody", nil); !errors.Is(err, host.ErrNotConnected) || err.Error() != `MCPL server "nobody" is not connected` {
 		t.Errorf("Restart of an unknown id = %v", err)
 	}
 	renamed := server(t, "id: c\ncommand: "+ts(t))
@@ -258,7 +258,7 @@ func TestFailedConnects(t *testing.T) {
 		t.Fatal("a restart into a missing program succeeded")
 	}
 	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
-	if _, ok := h.Session("x"); ok {
+	if _, ok := h.Server("x"); ok {
 		t.Error("a failed restart left the server registered")
 	}
 }
@@ -344,7 +344,7 @@ func TestConnectionEndsAsItConnects(t *testing.T) {
 		if err == nil {
 			waitLog(t, rec, logLeft, id, 1)
 		}
-		if _, ok := h.Session(id); ok {
+		if _, ok := h.Server(id); ok {
 			t.Fatalf("%s: a server whose connection ended is registered", id)
 		}
 		wantRefused(t, h, id+"--echo", `{}`, textGone(id, id+"--echo"))
@@ -397,4 +397,31 @@ func arrived(t *testing.T, h *host.Host, count string, before int) {
 		}
 	}
 	t.Fatal("the request did not arrive")
+}
+
+// TestConnectContextEnds: a runtime connect whose ctx ends while the
+// handshake is held returns ctx's error and registers nothing, even with
+// reconnect on (before, it registered a stub that kept redialing).
+func TestConnectContextEnds(t *testing.T) {
+	h, _ := newHost(t)
+	fifo, _ := hold(t)
+	sig, started := spawned(t)
+	cfg := server(t, "id: x\nreconnect: {enabled: true, initial: 10ms, max: 20ms}\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Connect(ctx, cfg) }()
+	started()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Connect = %v, want context.Canceled", err)
+	}
+	if st, ok := h.Server("x"); ok {
+		t.Errorf("the server is in the registry: %+v", st)
+	}
+	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
+	// The id is free again.
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, h, "x--echo", `{"text":"back"}`, "back")
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mcpl-go/mcpl/grant"
 )
 
 // TestPlainMCPBesideMCPL is the acceptance: a host with two
@@ -33,12 +35,12 @@ func TestPlainMCPBesideMCPL(t *testing.T) {
 			t.Errorf("sdk--add = %+v", tl)
 		}
 	}
-	chat, _ := h.Session("chat")
-	sdk, _ := h.Session("sdk")
-	if chat.State().Advertisement == nil || chat.State().Policy == nil || chat.State().Policy.Outcome != "accepted" {
-		t.Errorf("chat is not an MCPL server with its policy accepted: %+v", chat.State())
+	chat, _ := h.Server("chat")
+	sdk, _ := h.Server("sdk")
+	if chat.Advertisement == nil || chat.Policy != grant.OutcomeAccepted || !chat.Connected {
+		t.Errorf("chat is not an MCPL server with its policy accepted: %+v", chat)
 	}
-	if st := sdk.State(); st.Advertisement != nil || st.Init.ServerInfo == nil || st.Init.ServerInfo.Name != "mcpsdkserver" {
+	if st := sdk; st.Advertisement != nil || st.Policy != "" || st.ServerInfo == nil || st.ServerInfo.Name != "mcpsdkserver" {
 		t.Errorf("sdk is not the SDK's plain MCP server: %+v", st)
 	}
 

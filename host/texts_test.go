@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
@@ -93,7 +94,7 @@ func TestGoneAfterAFailedConnect(t *testing.T) {
 		t.Fatalf("%d %q log lines for dead, want 1: %v", n, logFailed, rec.All())
 	}
 	wantRefused(t, h, "dead--echo", `{}`, textGone("dead", "dead--echo"))
-	if _, ok := h.Session("dead"); ok {
+	if _, ok := h.Server("dead"); ok {
 		t.Error("a server whose connect failed is in the registry")
 	}
 	if got := h.Tools(); len(got) != 0 {
@@ -116,7 +117,7 @@ func TestGoneAfterDisconnect(t *testing.T) {
 	if got := h.Tools(); len(got) != 0 {
 		t.Errorf("Tools after the disconnect = %v, want none", toolNames(h))
 	}
-	if err := h.Disconnect("x"); err == nil || err.Error() != `MCPL server "x" is not connected` {
+	if err := h.Disconnect("x"); !errors.Is(err, host.ErrNotConnected) || err.Error() != `MCPL server "x" is not connected` {
 		t.Errorf("a second Disconnect = %v", err)
 	}
 }
@@ -133,7 +134,7 @@ func TestGoneAfterTheConnectionEnds(t *testing.T) {
 	wantCallError(t, te.Err, wire.NoResponse)
 	waitLog(t, rec, logLeft, "x", 1)
 	wantRefused(t, h, "x--echo", `{}`, textGone("x", "x--echo"))
-	if _, ok := h.Session("x"); ok {
+	if _, ok := h.Server("x"); ok {
 		t.Error("the server is still in the registry")
 	}
 	if got := h.Tools(); len(got) != 0 {
@@ -255,7 +256,7 @@ func TestReconnectingTexts(t *testing.T) {
 	wantRefused(t, h, "x--exit", `{"code":1}`, textClosedPending("x", true))
 	te := wantRefused(t, h, "x--echo", `{}`, textNotSentClosed("x", true))
 	wantCallError(t, te.Err, wire.NotSent)
-	if _, ok := h.Session("x"); !ok {
+	if _, ok := h.Server("x"); !ok {
 		t.Error("a reconnecting server left the registry")
 	}
 }
@@ -274,7 +275,7 @@ func TestReconnectingStub(t *testing.T) {
 	if n := logCount(rec, logFailed, "later"); n != 0 {
 		t.Errorf("a connect that goes on retrying logged %q", logFailed)
 	}
-	if _, ok := h.Session("later"); !ok {
+	if _, ok := h.Server("later"); !ok {
 		t.Fatal("the stub is not in the registry")
 	}
 	wantRefused(t, h, "later--echo", `{}`, textNotSentClosed("later", true))

@@ -48,9 +48,13 @@ func (h *Host) Tools() []Tool {
 }
 
 // refreshNow lists a server's tools, following nextCursor, and keeps those
-// the policy allows. A listing that fails leaves the last one in place and
+// the policy allows; a server whose tools host policy denies is not asked. A listing that fails leaves the last one in place and
 // is logged.
 func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) {
+	if !toolsAllowed(srv.cfg) {
+		h.log.Debug("tools not listed: host policy denies the server's tools", "server", srv.cfg.ID)
+		return
+	}
 	tools, err := sess.ListTools(ctx, wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
 	var stopped *session.ListingStoppedError
 	switch {
@@ -137,20 +141,6 @@ func (r *refresher) stop() {
 	r.running, r.waiting = false, false
 }
 
-// ToolError is a tool call that did not succeed: refused before it ran,
-// failed on the wire, or answered with an error result. Its Error text is
-// what the caller reads.
-type ToolError struct {
-	Text string
-	// Err is the request's failure, when there was one (a *wire.CallError).
-	Err error
-	// Result is the server's error result, when it answered with one.
-	Result *protocol.CallToolResult
-}
-
-func (e *ToolError) Error() string { return e.Text }
-func (e *ToolError) Unwrap() error { return e.Err }
-
 // CallTool calls a tool by the name callers see ("<prefix>--<tool>") with
 // JSON arguments. It is the one path every caller takes. A refusal, a
 // failed request and an error result are each a *ToolError whose text says
@@ -160,17 +150,23 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	id, tool, ok := h.resolveLocked(name)
 	connecting := h.connecting[id]
 	srv := h.servers[id]
+	closed := h.closed
 	h.mu.Unlock()
+	refuse := func(text string, err error) (protocol.CallToolResult, error) {
+		return protocol.CallToolResult{}, &ToolError{Text: text, Outcome: OutcomeRefused, Server: id, Err: err}
+	}
 	switch {
 	case !ok:
-		return protocol.CallToolResult{}, &ToolError{Text: textNoSuchTool(name)}
+		return refuse(textNoSuchTool(name), nil)
 	case connecting:
-		return protocol.CallToolResult{}, &ToolError{Text: textServerConnecting(id, name)}
+		return refuse(textServerConnecting(id, name), &ServerError{ID: id, Err: ErrConnectInFlight})
+	case srv == nil && closed:
+		return refuse(textServerGone(id, name), ErrHostClosed)
 	case srv == nil:
-		return protocol.CallToolResult{}, &ToolError{Text: textServerGone(id, name)}
-	case !srv.cfg.Tools.Allows(tool):
-		h.log.Info("tool call refused by the tool policy", "server", id, "tool", tool)
-		return protocol.CallToolResult{}, &ToolError{Text: textToolDenied(id, name)}
+		return refuse(textServerGone(id, name), &ServerError{ID: id, Err: ErrNotConnected})
+	case !toolsAllowed(srv.cfg) || !srv.cfg.Tools.Allows(tool):
+		h.log.Info("tool call refused by host policy", "server", id, "tool", tool)
+		return refuse(textToolDenied(id, name), nil)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -179,14 +175,14 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	err := srv.sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: tool, Arguments: args}, &res,
 		wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsCall)))
 	if err != nil {
-		return protocol.CallToolResult{}, &ToolError{Text: err.Error(), Err: err}
+		return protocol.CallToolResult{}, requestFailed(id, err)
 	}
 	if res.IsError {
 		text := res.Text()
 		if strings.TrimSpace(text) == "" {
-			text = ToolErrorNoWords(id, name)
+			text = textToolErrorNoWords(id, name)
 		}
-		return res, &ToolError{Text: text, Result: &res}
+		return res, &ToolError{Text: text, Outcome: OutcomeToolError, Server: id, Result: &res}
 	}
 	return res, nil
 }

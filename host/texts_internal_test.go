@@ -1,0 +1,139 @@
+package host
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// TestRequestFailedText pins what an agent reads for each way a request
+// fails, verbatim (seeds/002), for the server "discord", and what the
+// ToolError says of its outcome. The operator's line (the CallError's own
+// text) is never what the agent reads.
+func TestRequestFailedText(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ce      wire.CallError
+		outcome Outcome
+		want    string
+	}{
+		{"closed pending, reconnecting", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseClosed, Reconnecting: true}, OutcomeNoAnswer,
+			`The connection to the "discord" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`},
+		{"closed pending", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseClosed}, OutcomeNoAnswer,
+			`The connection to the "discord" server closed before it answered, so whether the request took effect is unknown. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`},
+		{"this host closed, pending", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseClosedHere}, OutcomeNoAnswer,
+			`The "discord" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`},
+		{"not sent, reconnecting", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseClosed, Reconnecting: true}, OutcomeNotSent,
+			`The request wasn't sent: the connection to the "discord" server is closed, so nothing ran. This host is reconnecting to it; try again later.`},
+		{"not sent", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseClosed}, OutcomeNotSent,
+			`The request wasn't sent: the connection to the "discord" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`},
+		{"not sent, this host closed", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseClosedHere}, OutcomeNotSent,
+			`The request wasn't sent: this host closed its connection to the "discord" server, so nothing ran. If calling it again fails, ask whoever runs this host.`},
+		{"not written", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseWriteFailed, Err: errors.New("broken pipe")}, OutcomeNotSent,
+			`The request wasn't sent: this host couldn't write it to the "discord" server, so nothing ran. Try again later.`},
+		{"error answer", wire.CallError{Outcome: wire.ErrorResponse, Cause: wire.CauseErrorAnswer, Answer: &protocol.Error{Code: -32000, Message: "the channel\nis archived"}}, OutcomeErrorAnswer,
+			`The "discord" server answered with an error: the channel is archived`},
+		{"error answer, no words", wire.CallError{Outcome: wire.ErrorResponse, Cause: wire.CauseErrorAnswer, Answer: &protocol.Error{Code: -32000, Message: " \t\x07"}}, OutcomeErrorAnswer,
+			`The "discord" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`},
+		{"deadline 1s", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseDeadline, Timeout: time.Second}, OutcomeNoAnswer,
+			`The "discord" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`},
+		{"deadline 1.5s", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseDeadline, Timeout: 1500 * time.Millisecond}, OutcomeNoAnswer,
+			`The "discord" server didn't answer within 2 seconds, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`},
+		{"abandoned by the caller", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseCanceled}, OutcomeNoAnswer,
+			`The request to the "discord" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`},
+		{"answer not readable", wire.CallError{Outcome: wire.BadResponse, Cause: wire.CauseBadAnswer, Err: errors.New("json: cannot unmarshal")}, OutcomeNoAnswer,
+			`The "discord" server answered in a form this host couldn't read, so whether the request took effect is unknown. Check its effect before trying again.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ce := tc.ce
+			ce.Server, ce.Method, ce.ID = "discord", "tools/call", 12
+			te := requestFailed("discord", &ce)
+			if te.Text != tc.want {
+				t.Errorf("text:\n got: %s\nwant: %s", te.Text, tc.want)
+			}
+			if te.Outcome != tc.outcome || te.Server != "discord" || !errors.Is(te, error(&ce)) {
+				t.Errorf("ToolError %+v, want outcome %s wrapping the request's failure", te, tc.outcome)
+			}
+			for _, bad := range []string{"tools/call", "12", "-32000", "broken pipe", "json", "\n"} {
+				if strings.Contains(te.Text, bad) {
+					t.Errorf("the agent's text holds operator detail %q: %s", bad, te.Text)
+				}
+			}
+		})
+	}
+}
+
+func TestServerWords(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"disk full", "disk full"},
+		{"  padded  ", "padded"},
+		{"", ""},
+		{"   ", ""},
+		{"\t\r\n", ""},
+		{"two\nlines", "two lines"},
+		{"crlf\r\nend", "crlf  end"},
+		{"tab\there", "tab here"},
+		{"bell\x07 and esc\x1b[31mred", "bell and esc[31mred"},
+		{"nul\x00byte", "nulbyte"},
+		{"del\x7fchar", "delchar"},
+		{"c1\u0085next\u009bcsi", "c1 nextcsi"},
+		{"line\u2028sep\u2029para", "line sep para"},
+		{"vt\vff\f.", "vt ff ."},
+		{"bad \xff utf8", "bad \uFFFD utf8"},
+		{"ünïcödé ✓", "ünïcödé ✓"},
+	}
+	for _, c := range cases {
+		if got := serverWords(c.in); got != c.want {
+			t.Errorf("serverWords(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestServerWordsBounded(t *testing.T) {
+	for _, n := range []int{1999, 2000} {
+		s := strings.Repeat("a", n)
+		if got := serverWords(s); got != s {
+			t.Errorf("%d characters were cut to %d", n, utf8.RuneCountInString(got))
+		}
+	}
+	got := serverWords(strings.Repeat("é", 3000))
+	if want := strings.Repeat("é", 1999) + "…"; got != want {
+		t.Errorf("3000 characters: got %d characters ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
+	}
+	// A cut that lands after a space does not leave the space before "…".
+	got = serverWords(strings.Repeat("a", 1998) + " " + strings.Repeat("b", 10))
+	if want := strings.Repeat("a", 1998) + "…"; got != want {
+		t.Errorf("cut at a space: got ...%q", got[len(got)-10:])
+	}
+	if n := utf8.RuneCountInString(serverWords(strings.Repeat("x\n", 5000))); n > maxWords {
+		t.Errorf("bounded words have %d characters, over %d", n, maxWords)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Nanosecond, "1 second"},
+		{200 * time.Millisecond, "1 second"},
+		{999 * time.Millisecond, "1 second"},
+		{time.Second, "1 second"},
+		{time.Second + time.Nanosecond, "2 seconds"},
+		{1500 * time.Millisecond, "2 seconds"},
+		{2 * time.Second, "2 seconds"},
+		{3 * time.Second, "3 seconds"},
+		{60 * time.Second, "60 seconds"},
+		{90 * time.Minute, "5400 seconds"},
+	}
+	for _, c := range cases {
+		if got := seconds(c.d); got != c.want {
+			t.Errorf("seconds(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

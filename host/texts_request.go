@@ -1,0 +1,145 @@
+package host
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mcpl-go/mcpl/internal/wire"
+)
+
+// The texts an agent reads when a request to a server fails, on any lane
+// that passes a failed request on (a tool call today). They are a contract
+// (seeds/002), pinned verbatim by tests: they say what happened, whether
+// anything took effect, and what works from there. Method names, request
+// ids, JSON-RPC codes, close codes and field names never appear in them;
+// those are in the operator's log (package wire logs them).
+
+// requestFailedText is what an agent reads for ce, chosen by its outcome,
+// cause and server id.
+func requestFailedText(ce *wire.CallError) string {
+	s := ce.Server
+	switch ce.Cause {
+	case wire.CauseClosed:
+		if ce.Outcome == wire.NotSent {
+			return textNotSentClosed(s, ce.Reconnecting)
+		}
+		return textClosedPending(s, ce.Reconnecting)
+	case wire.CauseClosedHere:
+		if ce.Outcome == wire.NotSent {
+			return textNotSentClosedHere(s)
+		}
+		return textClosedHerePending(s)
+	case wire.CauseWriteFailed:
+		return textNotWritten(s)
+	case wire.CauseDeadline:
+		return textDeadline(s, ce.Timeout)
+	case wire.CauseCanceled:
+		return textCanceled(s)
+	case wire.CauseErrorAnswer:
+		if ce.Answer != nil {
+			if w := serverWords(ce.Answer.Message); w != "" {
+				return textErrorAnswer(s, w)
+			}
+		}
+		return textErrorAnswerNoWords(s)
+	}
+	return textBadAnswer(s)
+}
+
+func textClosedPending(server string, reconnecting bool) string {
+	if reconnecting {
+		return fmt.Sprintf(`The connection to the "%s" server closed before it answered, so whether the request took effect is unknown. Check its effect before trying again; this host is reconnecting to it.`, server)
+	}
+	return fmt.Sprintf(`The connection to the "%s" server closed before it answered, so whether the request took effect is unknown. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`, server)
+}
+
+func textClosedHerePending(server string) string {
+	return fmt.Sprintf(`The "%s" server didn't answer before this host closed its connection, so whether the request took effect is unknown. Check its effect before trying again.`, server)
+}
+
+func textNotSentClosed(server string, reconnecting bool) string {
+	if reconnecting {
+		return fmt.Sprintf(`The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host is reconnecting to it; try again later.`, server)
+	}
+	return fmt.Sprintf(`The request wasn't sent: the connection to the "%s" server is closed, so nothing ran. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.`, server)
+}
+
+func textNotSentClosedHere(server string) string {
+	return fmt.Sprintf(`The request wasn't sent: this host closed its connection to the "%s" server, so nothing ran. If calling it again fails, ask whoever runs this host.`, server)
+}
+
+func textNotWritten(server string) string {
+	return fmt.Sprintf(`The request wasn't sent: this host couldn't write it to the "%s" server, so nothing ran. Try again later.`, server)
+}
+
+func textErrorAnswer(server, words string) string {
+	return fmt.Sprintf(`The "%s" server answered with an error: %s`, server, words)
+}
+
+func textErrorAnswerNoWords(server string) string {
+	return fmt.Sprintf(`The "%s" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`, server)
+}
+
+func textDeadline(server string, d time.Duration) string {
+	return fmt.Sprintf(`The "%s" server didn't answer within %s, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`, server, seconds(d))
+}
+
+// textCanceled is for a call its caller gave up on (its context ended)
+// after the request was written. The seed gives no text for it; it says
+// the same three things the others do.
+func textCanceled(server string) string {
+	return fmt.Sprintf(`The request to the "%s" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`, server)
+}
+
+// textBadAnswer is for an answer whose result could not be decoded into
+// what the request expects.
+func textBadAnswer(server string) string {
+	return fmt.Sprintf(`The "%s" server answered in a form this host couldn't read, so whether the request took effect is unknown. Check its effect before trying again.`, server)
+}
+
+// seconds renders a deadline in whole seconds, rounding a fraction up:
+// "1 second", "3 seconds".
+func seconds(d time.Duration) string {
+	n := int64(math.Ceil(d.Seconds()))
+	if n < 1 {
+		n = 1
+	}
+	if n == 1 {
+		return "1 second"
+	}
+	return fmt.Sprintf("%d seconds", n)
+}
+
+// maxWords bounds a server's own words in an agent's text, in characters.
+const maxWords = 2000
+
+// serverWords returns a server's message as an agent may read it: control
+// characters removed (line breaks, line and paragraph separators and tabs
+// become spaces, so the text stays one line), trimmed, and at most maxWords
+// characters, the last of them "…" when it was cut.
+func serverWords(msg string) string {
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+	}
+	var b strings.Builder
+	for _, r := range msg {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t' || r == '\v' || r == '\f' ||
+			r == '\u0085' || r == '\u2028' || r == '\u2029':
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	s := strings.TrimSpace(b.String())
+	if utf8.RuneCountInString(s) > maxWords {
+		rs := []rune(s)
+		s = strings.TrimSpace(string(rs[:maxWords-1])) + "…"
+	}
+	return s
+}
