@@ -1,7 +1,11 @@
 // Package protocol holds the MCP and MCPL wire types, method names and error
-// codes: pure data, no I/O. Readers are tolerant (unknown fields are
-// ignored; json.RawMessage keeps what is not yet understood); writers send
-// only what the specifications define.
+// codes, and the JSON-RPC error object (Error): pure data, no I/O. Readers
+// are tolerant (unknown fields are ignored; json.RawMessage keeps what is
+// not yet understood); writers send only what the specifications define.
+//
+// It is public, for server authors and embedders alike: the types a server
+// sends and receives, and the error a handler returns or a failed request
+// wraps.
 package protocol
 
 import "encoding/json"
@@ -99,14 +103,17 @@ type TextContent struct {
 	Text string `json:"text"`
 }
 
-// Text returns the text of every text block, joined by newlines.
-func (r CallToolResult) Text() string {
+// Text returns the text of every text block, joined by newlines
+// (JoinText).
+func (r CallToolResult) Text() string { return JoinText(r.Content) }
+
+// JoinText returns the text of every text block in blocks, joined by
+// newlines; blocks of other types, and what is not a block, are skipped.
+// It is the one text extractor every lane uses.
+func JoinText(blocks []json.RawMessage) string {
 	var out []byte
-	for _, raw := range r.Content {
-		var b struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+	for _, raw := range blocks {
+		var b TextContent
 		if json.Unmarshal(raw, &b) != nil || b.Type != "text" {
 			continue
 		}
