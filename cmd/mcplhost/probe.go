@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
-	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -21,6 +21,33 @@ import (
 
 // version is mcplhost's version in clientInfo.
 const version = "0.1.0"
+
+// probeImplements is what the probe serves: MCP's tools, and, as a
+// diagnostic, push events (recorded and accepted), channel registrations
+// (recorded and accepted) and inbound messages (declined: no agent is
+// here). The host itself serves tools alone until its channel and agent
+// layers do more.
+var probeImplements = []string{"tools", "pushEvents", "channels.register", "channels.incoming"}
+
+// The probe's own bounds on the handshake and on channels/list, which
+// --timeout lowers.
+const (
+	channelsListWait = 3 * time.Second
+)
+
+// probe is one run of `mcplhost probe`.
+type probe struct {
+	f      probeFlags
+	stdout io.Writer
+	log    *slog.Logger
+	ev     *eventLog
+
+	gone   chan struct{}               // closed when the connection ends other than by the probe
+	listed protocol.ChannelsListResult // what channels/list answered
+
+	mu     sync.Mutex
+	stream transport.Stream // the connection's, for how it ended
+}
 
 func runProbe(args []string, stdout, stderr io.Writer) int {
 	f, err := parseProbeFlags(args)
@@ -36,140 +63,244 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), gone: make(chan struct{})}
+	p.ev = &eventLog{out: stdout, json: f.json}
+	return p.run(stderr)
+}
 
+// bound is d lowered to --timeout (which 0 leaves alone).
+func (p *probe) bound(d time.Duration) time.Duration {
+	if p.f.timeout > 0 && p.f.timeout < d {
+		return p.f.timeout
+	}
+	return d
+}
+
+func (p *probe) run(stderr io.Writer) int {
 	ctx := context.Background()
-	ev := &eventLog{out: stdout, json: f.json}
+	pol := grant.Policy{Enable: p.f.enable, Disable: p.f.disable}
 	var dialErr error
 	sess, err := session.Connect(ctx, session.Config{
-		ID: f.id,
+		ID: p.f.id,
 		Dial: func(ctx context.Context) (transport.Stream, error) {
-			s, err := openProbeStream(ctx, f, log)
+			s, err := p.dial(ctx)
 			dialErr = err
 			return s, err
 		},
-		Policy:         grant.Policy{Enable: f.enable, Disable: f.disable},
-		RequestTimeout: f.timeout,
-		Handler:        probeHandler{},
-		OnInbound:      ev.add,
-		Logger:         log,
-		ClientName:     "mcplhost",
-		ClientVersion:  version,
+		Policy:            pol,
+		Implemented:       probeImplements,
+		RequestTimeout:    p.f.timeout,
+		InitializeTimeout: p.bound(session.DefaultInitializeTimeout),
+		PolicyTimeout:     p.bound(session.DefaultPolicyTimeout),
+		Handler:           probeHandler{},
+		OnPushEvent:       acceptEvent,
+		OnInbound:         p.ev.add,
+		OnDisconnect:      func(*session.Session, bool) { close(p.gone) },
+		Logger:            p.log,
+		ClientName:        "mcplhost",
+		ClientVersion:     version,
 	})
-	if dialErr != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: %v\n", dialErr)
+	switch {
+	case dialErr != nil:
+		fmt.Fprintf(stderr, "mcplhost probe: could not %s: %v\n", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
 		return exitFail
-	}
-	if errors.Is(err, session.ErrRefusedClose) {
+	case errors.Is(err, session.ErrRefusedClose):
 		reason := strings.TrimPrefix(err.Error(), session.ErrRefusedClose.Error()+": ")
 		fmt.Fprintf(stderr, "mcplhost probe: policy: refused (fallback close), so the connection is closed: %s\n", reason)
 		return exitFail
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: the handshake failed: %s\n", handshakeError(err))
+	case err != nil:
+		step := "the policy exchange"
+		var ce *wire.CallError
+		if errors.As(err, &ce) && ce.Method == protocol.MethodInitialize {
+			step = "initialize"
+		}
+		if errors.Is(err, wire.ErrConnClosed) {
+			printEnd(stderr, "mcplhost probe: ", p.f.id, p.ended(step))
+			return exitFail
+		}
+		fmt.Fprintf(stderr, "mcplhost probe: %s failed: %v\n", step, err)
 		return exitFail
 	}
 	defer sess.Close()
 
 	st := sess.State()
-	rep := newProbeReport(st)
-	rep.Tools, err = sess.ListTools(ctx)
-	if err != nil {
-		rep.ToolsError = err.Error()
+	rep := newProbeReport(p.f.id, st, pol.Notes(probeImplements))
+	complete := p.alive(sess, &rep, "the policy exchange") &&
+		p.listTools(ctx, sess, &rep, pol) && p.listChannels(ctx, sess, &rep, st.Grant)
+	if !p.f.json {
+		printHeader(p.stdout, rep)
+		p.ev.goLive()
 	}
-	if st.Grant.Has("channels.register") {
-		var list json.RawMessage
-		if err := sess.Call(ctx, protocol.MethodChannelsList, struct{}{}, &list); err != nil {
-			rep.ChannelsError = err.Error()
-		} else {
-			rep.Channels = list
+	for _, c := range p.f.calls {
+		if !complete {
+			break
 		}
-	}
-	if !f.json {
-		printHeader(stdout, f.id, rep)
-		ev.goLive()
-	}
-	for _, c := range f.calls {
-		res := callTool(ctx, sess, f.id, c)
+		res := p.call(ctx, sess, c, rep.ToolsDenied)
 		rep.Calls = append(rep.Calls, res)
-		if !f.json {
-			printCall(stdout, res)
+		if !p.f.json {
+			printCall(p.stdout, res)
 		}
+		complete = p.alive(sess, &rep, "call "+c.tool)
 	}
-	if f.wait > 0 {
-		t := time.NewTimer(f.wait)
-		<-t.C
+	if complete && p.f.wait > 0 {
+		p.waitFor()
+		complete = p.alive(sess, &rep, "the wait")
 	}
-	if f.json {
-		rep.Events = ev.all()
-		enc := json.NewEncoder(stdout)
+	if p.f.json {
+		// Printed last, the JSON report has every registration and event.
+		rep.Events = p.ev.all()
+		rep.Channels = mergeListed(p.ev.channels(), p.listed.Channels)
+		enc := json.NewEncoder(p.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(rep); err != nil {
 			fmt.Fprintf(stderr, "mcplhost probe: %v\n", err)
 			return exitFail
 		}
+	} else if rep.Ended != nil {
+		printEnd(p.stdout, "", p.f.id, rep.Ended)
+	}
+	if !complete {
+		return exitFail
 	}
 	return exitOK
 }
 
-// handshakeError words a failed connect in one line.
-func handshakeError(err error) string {
-	var ce *wire.CallError
-	if errors.As(err, &ce) {
-		return ce.Error()
-	}
-	return err.Error()
-}
-
-func openProbeStream(ctx context.Context, f probeFlags, log *slog.Logger) (transport.Stream, error) {
-	if f.url != "" {
-		opts := transport.WebSocketOptions{Logger: log}
-		if f.tokenEnv != "" {
-			tok, ok := os.LookupEnv(f.tokenEnv)
+// dial opens the server's stream and keeps it, to say how it ended.
+func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
+	var s transport.Stream
+	var err error
+	if p.f.url != "" {
+		opts := transport.WebSocketOptions{Logger: p.log}
+		if p.f.tokenEnv != "" {
+			tok, ok := os.LookupEnv(p.f.tokenEnv)
 			if !ok || tok == "" {
-				return nil, fmt.Errorf("environment variable %s, named by --token-env, is not set", f.tokenEnv)
+				return nil, fmt.Errorf("environment variable %s, named by --token-env, is not set", p.f.tokenEnv)
 			}
 			opts.Token = tok
 		}
-		dctx := ctx
-		if f.timeout > 0 {
-			var cancel context.CancelFunc
-			dctx, cancel = context.WithTimeout(ctx, f.timeout)
-			defer cancel()
-		}
-		return transport.DialWebSocket(dctx, f.url, opts)
+		dctx, cancel := context.WithTimeout(ctx, p.bound(session.DefaultInitializeTimeout))
+		defer cancel()
+		s, err = transport.DialWebSocket(dctx, p.f.url, opts)
+	} else {
+		s, err = transport.Spawn(transport.Command{Argv: p.f.command, InheritEnv: p.f.inheritEnv},
+			transport.StdioOptions{Logger: p.log.With("server", p.f.id)})
 	}
-	return transport.Spawn(transport.Command{Argv: f.command, InheritEnv: f.inheritEnv},
-		transport.StdioOptions{Logger: log.With("server", f.id)})
-}
-
-// caller makes requests: a session, or a bare peer.
-type caller interface {
-	Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error
-}
-
-// callTool makes one call and renders its outcome as an agent would read it.
-func callTool(ctx context.Context, peer caller, server string, c probeCall) probeResult {
-	var res protocol.CallToolResult
-	err := peer.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: c.tool, Arguments: c.args}, &res)
 	if err != nil {
-		var ce *wire.CallError
-		if !errors.As(err, &ce) {
-			return probeResult{Name: c.tool, Text: err.Error()}
-		}
-		return probeResult{Name: c.tool, Text: ce.Error()}
+		return nil, err
+	}
+	p.mu.Lock()
+	p.stream = s
+	p.mu.Unlock()
+	return s, nil
+}
+
+// listTools lists the server's tools, unless host policy denies them; it
+// reports whether the server is still there.
+func (p *probe) listTools(ctx context.Context, sess *session.Session, rep *probeReport, pol grant.Policy) bool {
+	if !grant.Grantable("tools", probeImplements, pol) {
+		rep.ToolsDenied = true
+		return true
+	}
+	tools, err := sess.ListTools(ctx)
+	rep.Tools = append(rep.Tools, tools...)
+	if err != nil {
+		rep.ToolsError = err.Error()
+	}
+	return p.alive(sess, rep, protocol.MethodToolsList)
+}
+
+// listChannels asks the server's channels/list, briefly: the channels the
+// server registered are known already, and a server that does not answer
+// it is reported as not supporting it, not waited for. It reports whether
+// the server is still there.
+func (p *probe) listChannels(ctx context.Context, sess *session.Session, rep *probeReport, g grant.Grant) bool {
+	rep.Channels = p.ev.channels()
+	if !g.Has("channels.register") {
+		return true
+	}
+	rep.ChannelsList = &probeChannelsList{Asked: true}
+	wait := p.bound(channelsListWait)
+	err := sess.Call(ctx, protocol.MethodChannelsList, struct{}{}, &p.listed, wire.WithTimeout(wait))
+	// What the server registered meanwhile counts too.
+	rep.Channels = mergeListed(p.ev.channels(), p.listed.Channels)
+	var ce *wire.CallError
+	switch {
+	case err == nil:
+		rep.ChannelsList.Supported = true
+		rep.ChannelsList.Listed = len(p.listed.Channels)
+	case errors.As(err, &ce) && ce.Cause == wire.CauseDeadline:
+		rep.ChannelsList.Note = "not supported: no answer within " + wire.ShortDuration(wait)
+	case errors.As(err, &ce) && ce.Outcome == wire.ErrorResponse && ce.Answer.Code == protocol.CodeMethodNotFound:
+		rep.ChannelsList.Note = "not supported: the server does not know the method"
+	default:
+		rep.ChannelsList.Note = "failed: " + err.Error()
+	}
+	return p.alive(sess, rep, protocol.MethodChannelsList)
+}
+
+// call makes one --call, unless host policy denies tools.
+func (p *probe) call(ctx context.Context, sess *session.Session, c probeCall, denied bool) probeResult {
+	if denied {
+		return probeResult{Name: c.tool, Text: "not made: host policy denies tools"}
+	}
+	var res protocol.CallToolResult
+	err := sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: c.tool, Arguments: c.args}, &res)
+	if err != nil {
+		return probeResult{Name: c.tool, Text: err.Error()}
 	}
 	text := res.Text()
 	if res.IsError {
-		if strings.TrimSpace(text) == "" {
-			text = host.ToolErrorNoWords(server, c.tool)
-		}
-		return probeResult{Name: c.tool, Text: text}
+		return probeResult{Name: c.tool, ErrorResult: true, Text: strings.TrimSpace(text)}
 	}
 	if text == "" && len(res.Content) > 0 {
 		b, _ := json.Marshal(res.Content)
 		text = string(b)
 	}
 	return probeResult{Name: c.tool, OK: true, Text: text}
+}
+
+// waitFor listens for --wait, or until the connection ends.
+func (p *probe) waitFor() {
+	t := time.NewTimer(p.f.wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.gone:
+	}
+}
+
+// alive reports whether the connection is still open; when it is not, it
+// records how it ended and at which step.
+func (p *probe) alive(sess *session.Session, rep *probeReport, step string) bool {
+	if rep.Ended != nil {
+		return false
+	}
+	if sess.State().Connected {
+		return true
+	}
+	rep.Ended = p.ended(step)
+	return false
+}
+
+// ended says how the connection, which has ended, ended: the process's
+// exit status and the last lines of its stderr, or the WebSocket's close.
+func (p *probe) ended(step string) *probeEnd {
+	p.mu.Lock()
+	s := p.stream
+	p.mu.Unlock()
+	end := &probeEnd{Step: step, Stderr: []string{}}
+	if s == nil {
+		return end
+	}
+	info := s.CloseInfo()
+	if info.Exited {
+		code := info.ExitCode
+		end.ExitCode, end.Signal = &code, info.Signal
+	}
+	end.WSCode, end.WSReason, end.Error = info.WSCode, info.WSReason, info.Err
+	if tail := strings.TrimRight(info.StderrTail, "\n"); tail != "" {
+		end.Stderr = strings.Split(tail, "\n")
+	}
+	return end
 }

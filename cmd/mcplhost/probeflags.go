@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -39,8 +41,12 @@ each --call, and prints a report: the server, its MCPL advertisement, the policy
 outcome, the effective and denied capabilities, each feature set's state.
 
 flags:
-  --id NAME           the server's name in texts (default "server")
-  --timeout D         the deadline of each request (default 60s; 0 for none)
+  --id NAME           the server's name in the report (default: the command's name,
+                      or the program a runner such as "go run" or "node" runs; the
+                      URL's host)
+  --timeout D         bounds every wait: each request (default 60s; 0 for none),
+                      initialize (at most 30s) and the policy exchange (at most
+                      15s); channels/list is asked for at most 3s
   --json              print the report as one JSON object
   --call TOOL JSON    call TOOL with JSON arguments (repeatable, in order)
   --url URL           connect over WebSocket instead of running a command
@@ -54,14 +60,16 @@ flags:
   --disable PATH      host policy: never grant paths matching PATH or beneath it (repeatable)
   -v, --verbose       log operator detail (debug level) to stderr
 
-Exit status: 0 when the handshake worked, 1 when it did not, 2 for usage errors.
+Exit status: 0 when the report is complete, 1 when the handshake failed or the
+server exited or closed the connection before the report was complete, 2 for
+usage errors.
 `
 
 // parseProbeFlags reads probe's arguments. --call takes two values, which
 // the standard flag package cannot express, so flags are read here by hand;
 // each may be written with one dash or two, and with "=value".
 func parseProbeFlags(args []string) (probeFlags, error) {
-	f := probeFlags{id: "server", timeout: 60 * time.Second}
+	f := probeFlags{timeout: 60 * time.Second}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -164,5 +172,45 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 	case f.tokenEnv != "" && f.url == "":
 		return f, errors.New("--token-env applies only with --url")
 	}
+	if f.id == "" {
+		f.id = defaultID(f.url, f.command)
+	}
 	return f, nil
+}
+
+// runners are programs that run another named by their first argument
+// that is not a flag (after "run", for those that take it): the server's
+// name is that program's, not the runner's.
+var runners = map[string]bool{
+	"go": true, "node": true, "python": true, "python3": true, "uv": true, "uvx": true,
+	"npx": true, "deno": true, "bun": true, "ruby": true, "java": true, "bash": true, "sh": true,
+}
+
+// defaultID names the server when --id is not given: the URL's host, or
+// the command's base name (for a runner, the program it runs), without an
+// extension.
+func defaultID(rawURL string, argv []string) string {
+	if rawURL != "" {
+		if u, err := url.Parse(rawURL); err == nil && u.Hostname() != "" {
+			return u.Hostname()
+		}
+		return "server"
+	}
+	name := filepath.Base(argv[0])
+	if runners[name] {
+		for _, a := range argv[1:] {
+			if a == "run" || strings.HasPrefix(a, "-") {
+				continue
+			}
+			name = filepath.Base(strings.TrimRight(a, "/"))
+			break
+		}
+	}
+	if ext := filepath.Ext(name); ext != "" && ext != name {
+		name = strings.TrimSuffix(name, ext)
+	}
+	if name == "" || name == "." || name == "/" {
+		return "server"
+	}
+	return name
 }

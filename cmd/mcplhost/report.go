@@ -7,97 +7,185 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
-// probeReport is what probe found, printed as text or as JSON.
+// probeReport is what probe found, printed as text or as JSON. Every list
+// is [] when empty, never null.
 type probeReport struct {
-	Server        *probeServer      `json:"server"`
-	MCPL          json.RawMessage   `json:"mcpl"`
-	Policy        *probePolicy      `json:"policy"`
-	Grant         *probeGrant       `json:"grant"`
-	FeatureSets   []probeFeatureSet `json:"featureSets"`
-	Channels      json.RawMessage   `json:"channels"`
-	ChannelsError string            `json:"channelsError,omitempty"`
-	Tools         []protocol.Tool   `json:"tools"`
-	ToolsError    string            `json:"toolsError,omitempty"`
-	Calls         []probeResult     `json:"calls"`
-	Events        []probeEvent      `json:"events"`
+	Server       probeServer        `json:"server"`
+	MCPL         json.RawMessage    `json:"mcpl"`
+	Policy       *probePolicy       `json:"policy"`
+	Grant        *probeGrant        `json:"grant"`
+	PolicyNotes  []probeNote        `json:"policyNotes"`
+	FeatureSets  []probeFeatureSet  `json:"featureSets"`
+	Channels     []probeChannel     `json:"channels"`
+	ChannelsList *probeChannelsList `json:"channelsList"`
+	Tools        []protocol.Tool    `json:"tools"`
+	ToolsDenied  bool               `json:"toolsDenied"`
+	ToolsError   string             `json:"toolsError,omitempty"`
+	Calls        []probeResult      `json:"calls"`
+	Events       []probeEvent       `json:"events"`
+	// Ended says how the connection ended before the report was complete;
+	// null when it did not.
+	Ended *probeEnd `json:"ended"`
 }
 
 type probeServer struct {
+	ID              string `json:"id"`
 	Name            string `json:"name,omitempty"`
 	Version         string `json:"version,omitempty"`
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	Instructions    string `json:"instructions,omitempty"`
 }
 
 type probePolicy struct {
-	Outcome  string `json:"outcome"`
-	Fallback string `json:"fallback,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	// Degraded lists the receipt's unavailable feature sets.
-	Unavailable []protocol.UnavailableFeature `json:"unavailableFeatures,omitempty"`
+	Outcome  grant.Outcome `json:"outcome"`
+	Fallback string        `json:"fallback,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	// Unavailable lists the receipt's unavailable feature sets.
+	Unavailable []protocol.UnavailableFeature `json:"unavailableFeatures"`
+	// Held lists the server's own requests held when the policy went
+	// unanswered.
+	Held []string `json:"held"`
 }
 
+// probeGrant is the grant with each denied path under its reason.
 type probeGrant struct {
-	Effective []string `json:"effective"`
-	Denied    []string `json:"denied"`
+	Effective      []string `json:"effective"`
+	DeniedByPolicy []string `json:"deniedByPolicy"`
+	NotImplemented []string `json:"notImplemented"`
+	NotEstablished []string `json:"notEstablished"`
+}
+
+// probeNote is an --enable or --disable pattern that does nothing here.
+type probeNote struct {
+	Flag    string   `json:"flag"`
+	Pattern string   `json:"pattern"`
+	Problem string   `json:"problem"`
+	Paths   []string `json:"paths"`
 }
 
 type probeFeatureSet struct {
 	Name    string   `json:"name"`
 	State   string   `json:"state"`
 	Reason  string   `json:"reason,omitempty"`
-	Missing []string `json:"missing,omitempty"`
+	Missing []string `json:"missing"`
+	Invalid string   `json:"invalid,omitempty"`
+}
+
+// probeChannel is a channel the server registered, or listed.
+type probeChannel struct {
+	ID         string `json:"id"`
+	Label      string `json:"label,omitempty"`
+	Type       string `json:"type,omitempty"`
+	Direction  string `json:"direction,omitempty"`
+	Registered bool   `json:"registered"`
+	Listed     bool   `json:"listed"`
+}
+
+type probeChannelsList struct {
+	Asked     bool   `json:"asked"`
+	Supported bool   `json:"supported"`
+	Listed    int    `json:"listed"`
+	Note      string `json:"note,omitempty"`
 }
 
 type probeResult struct {
 	Name string `json:"name"`
 	OK   bool   `json:"ok"`
-	Text string `json:"text"`
+	// ErrorResult is set when the tool answered with an isError result;
+	// Text is then the tool's own words.
+	ErrorResult bool   `json:"errorResult"`
+	Text        string `json:"text"`
 }
 
 type probeEvent struct {
 	Method   string          `json:"method"`
+	Request  bool            `json:"request"`
 	Admitted bool            `json:"admitted"`
 	Reason   string          `json:"reason,omitempty"`
 	Params   json.RawMessage `json:"params"`
+	// Answer is what the host answered a request with: a result, or an
+	// error object; null for a notification.
+	Answer json.RawMessage `json:"answer"`
+}
+
+// probeEnd is how the connection ended, and at which step.
+type probeEnd struct {
+	Step     string   `json:"step"`
+	ExitCode *int     `json:"exitCode,omitempty"`
+	Signal   string   `json:"signal,omitempty"`
+	WSCode   int      `json:"wsCode,omitempty"`
+	WSReason string   `json:"wsReason,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Stderr   []string `json:"stderr"`
 }
 
 // newProbeReport fills what the handshake and policy exchange found.
-func newProbeReport(st session.State) probeReport {
+func newProbeReport(id string, st session.State, notes []grant.PatternNote) probeReport {
 	init := st.Init
-	rep := probeReport{MCPL: init.Capabilities.MCPL(), Calls: []probeResult{}, Events: []probeEvent{}, Tools: []protocol.Tool{}, FeatureSets: []probeFeatureSet{}}
-	if init.ServerInfo != nil || init.ProtocolVersion != "" {
-		rep.Server = &probeServer{ProtocolVersion: init.ProtocolVersion}
-		if init.ServerInfo != nil {
-			rep.Server.Name, rep.Server.Version = init.ServerInfo.Name, init.ServerInfo.Version
-		}
+	rep := probeReport{
+		Server:      probeServer{ID: id, ProtocolVersion: init.ProtocolVersion, Instructions: init.Instructions},
+		MCPL:        init.Capabilities.MCPL(),
+		PolicyNotes: []probeNote{},
+		FeatureSets: []probeFeatureSet{},
+		Channels:    []probeChannel{},
+		Tools:       []protocol.Tool{},
+		Calls:       []probeResult{},
+		Events:      []probeEvent{},
 	}
-	if st.Policy != nil {
-		rep.Policy = &probePolicy{Outcome: st.Policy.Outcome, Fallback: st.Policy.Fallback, Reason: st.Policy.Reason}
-		if st.Policy.Receipt != nil {
-			rep.Policy.Unavailable = st.Policy.Receipt.UnavailableFeatures
+	if init.ServerInfo != nil {
+		rep.Server.Name, rep.Server.Version = init.ServerInfo.Name, init.ServerInfo.Version
+	}
+	for _, n := range notes {
+		flag := "--enable"
+		if n.Disable {
+			flag = "--disable"
+		}
+		rep.PolicyNotes = append(rep.PolicyNotes, probeNote{Flag: flag, Pattern: n.Pattern, Problem: string(n.Problem), Paths: orEmpty(n.Paths)})
+	}
+	if p := st.Policy; p != nil {
+		rep.Policy = &probePolicy{Outcome: p.Outcome, Fallback: p.Fallback, Reason: p.Reason,
+			Unavailable: []protocol.UnavailableFeature{}, Held: orEmpty(p.Held)}
+		if p.Receipt != nil && p.Receipt.UnavailableFeatures != nil {
+			rep.Policy.Unavailable = p.Receipt.UnavailableFeatures
 		}
 	}
 	if st.Advertisement != nil {
-		rep.Grant = &probeGrant{Effective: st.Grant.Effective, Denied: st.Grant.Denied}
-		for _, fs := range st.Grant.FeatureSets {
-			rep.FeatureSets = append(rep.FeatureSets, probeFeatureSet{Name: fs.Name, State: fs.State, Reason: fs.Reason, Missing: fs.Missing})
+		g := st.Grant
+		rep.Grant = &probeGrant{
+			Effective:      orEmpty(g.Effective),
+			DeniedByPolicy: g.DeniedFor(grant.DenialPolicy, grant.DenialDefault),
+			NotImplemented: g.DeniedFor(grant.DenialNotImplemented),
+			NotEstablished: g.DeniedFor(grant.DenialNotEstablished),
+		}
+		for _, fs := range g.FeatureSets {
+			rep.FeatureSets = append(rep.FeatureSets, probeFeatureSet{Name: fs.Name, State: string(fs.State), Reason: string(fs.Reason),
+				Missing: orEmpty(fs.Missing), Invalid: fs.Invalid})
 		}
 	}
 	return rep
 }
 
-func printHeader(w io.Writer, id string, rep probeReport) {
+func orEmpty(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+func printHeader(w io.Writer, rep probeReport) {
+	s := rep.Server
 	switch {
-	case rep.Server == nil:
-		fmt.Fprintf(w, "server %q: no serverInfo given\n", id)
+	case s.Name == "" && s.ProtocolVersion == "":
+		fmt.Fprintf(w, "server %q: no serverInfo given\n", s.ID)
 	default:
-		fmt.Fprintf(w, "server %q: %s %s", id, orDash(rep.Server.Name), rep.Server.Version)
-		if rep.Server.ProtocolVersion != "" {
-			fmt.Fprintf(w, " (protocol %s)", rep.Server.ProtocolVersion)
+		fmt.Fprintf(w, "server %q: %s %s", s.ID, orDash(s.Name), s.Version)
+		if s.ProtocolVersion != "" {
+			fmt.Fprintf(w, " (protocol %s)", s.ProtocolVersion)
 		}
 		fmt.Fprintln(w)
 	}
@@ -107,36 +195,45 @@ func printHeader(w io.Writer, id string, rep probeReport) {
 		fmt.Fprintf(w, "mcpl: %s\n", compact(rep.MCPL))
 	}
 	if rep.Policy != nil {
-		fmt.Fprintf(w, "policy: %s\n", policyLine(*rep.Policy))
+		fmt.Fprintf(w, "policy: %s\n", policyLine(*rep.Policy, rep.ToolsDenied))
 		for _, u := range rep.Policy.Unavailable {
 			fmt.Fprintf(w, "  unavailable: %s (%s; missing %s)\n", u.FeatureSet, u.Effect, listOrNone(u.MissingCapabilities))
 		}
+		if len(rep.Policy.Held) > 0 {
+			fmt.Fprintf(w, "  note: the server's own %s waited on this host while the policy went unanswered: a server that waits for its own request's answer before it reads the policy deadlocks there\n",
+				strings.Join(rep.Policy.Held, ", "))
+		}
 	}
-	if rep.Grant != nil {
-		fmt.Fprintf(w, "grant: effective: %s\n", listOrNone(rep.Grant.Effective))
-		fmt.Fprintf(w, "grant: denied: %s\n", listOrNone(rep.Grant.Denied))
+	for _, n := range rep.PolicyNotes {
+		fmt.Fprintf(w, "note: %s %s %s, so it does nothing\n", n.Flag, n.Pattern, noteProblem(n))
+	}
+	if g := rep.Grant; g != nil {
+		fmt.Fprintf(w, "grant: effective: %s\n", listOrNone(g.Effective))
+		if len(g.NotEstablished) > 0 {
+			fmt.Fprintf(w, "grant: withheld, as the policy is not established: %s\n", strings.Join(g.NotEstablished, ", "))
+		}
+		fmt.Fprintf(w, "grant: denied by policy: %s\n", listOrNone(g.DeniedByPolicy))
+		fmt.Fprintf(w, "grant: not implemented by this host: %s\n", listOrNone(g.NotImplemented))
 		fmt.Fprintf(w, "feature sets (%d):\n", len(rep.FeatureSets))
 		for _, fs := range rep.FeatureSets {
 			line := "  " + fs.Name + ": " + fs.State
-			if fs.Reason != "" {
-				line += " (" + fs.Reason
-				if len(fs.Missing) > 0 {
-					line += ": missing " + strings.Join(fs.Missing, ", ")
-				}
-				line += ")"
+			switch {
+			case fs.Invalid != "":
+				line += " (" + fs.Reason + ": " + fs.Invalid + ")"
+			case len(fs.Missing) > 0:
+				line += " (" + fs.Reason + ": missing " + strings.Join(fs.Missing, ", ") + ")"
+			case fs.Reason != "":
+				line += " (" + fs.Reason + ")"
 			}
 			fmt.Fprintln(w, line)
 		}
-		switch {
-		case rep.ChannelsError != "":
-			fmt.Fprintf(w, "channels: error: %s\n", rep.ChannelsError)
-		case rep.Channels != nil:
-			fmt.Fprintf(w, "channels: %s\n", compact(rep.Channels))
-		default:
-			fmt.Fprintln(w, "channels: not listed (channels.register is not granted)")
-		}
+		printChannels(w, rep)
 	}
-	if rep.ToolsError != "" {
+	switch {
+	case rep.ToolsDenied:
+		fmt.Fprintln(w, "tools: not listed: host policy denies tools")
+		return
+	case rep.ToolsError != "":
 		fmt.Fprintf(w, "tools: error: %s\n", rep.ToolsError)
 	}
 	fmt.Fprintf(w, "tools (%d):\n", len(rep.Tools))
@@ -149,31 +246,90 @@ func printHeader(w io.Writer, id string, rep probeReport) {
 	}
 }
 
-// policyLine says how the policy exchange went, in one line.
-func policyLine(p probePolicy) string {
+func noteProblem(n probeNote) string {
+	if n.Problem == string(grant.PatternNotImplemented) {
+		return "matches only paths this host does not implement (" + strings.Join(n.Paths, ", ") + ")"
+	}
+	return "names no capability path"
+}
+
+// printChannels prints the channels as a table, as tools are, with what
+// channels/list said.
+func printChannels(w io.Writer, rep probeReport) {
+	if rep.ChannelsList == nil && len(rep.Channels) == 0 {
+		fmt.Fprintln(w, "channels: not asked (channels.register is not granted)")
+		return
+	}
+	fmt.Fprintf(w, "channels (%d):\n", len(rep.Channels))
+	for _, c := range rep.Channels {
+		line := "  " + c.ID
+		var about []string
+		if c.Label != "" {
+			about = append(about, c.Label)
+		}
+		if c.Type != "" {
+			about = append(about, c.Type)
+		}
+		if c.Direction != "" {
+			about = append(about, c.Direction)
+		}
+		if len(about) > 0 {
+			line += ": " + strings.Join(about, ", ")
+		}
+		switch {
+		case c.Registered && !c.Listed && rep.ChannelsList != nil && rep.ChannelsList.Supported:
+			line += " (registered, not listed)"
+		case !c.Registered:
+			line += " (listed, not registered)"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if l := rep.ChannelsList; l != nil {
+		switch {
+		case l.Supported:
+			fmt.Fprintf(w, "channels/list: answered with %d\n", l.Listed)
+		default:
+			fmt.Fprintf(w, "channels/list: %s\n", l.Note)
+		}
+	}
+}
+
+// policyLine says how the policy exchange went, in one line: what the
+// server answered, and what this host did about it. MCP's tools go on
+// working when MCPL is off, unless host policy denies them.
+func policyLine(p probePolicy, toolsDenied bool) string {
+	off := "MCPL's privileged surface is off; MCP's tools work as plain MCP"
+	if toolsDenied {
+		off = "MCPL's privileged surface is off, and host policy denies tools"
+	}
 	switch p.Outcome {
-	case session.OutcomeRefused:
-		s := "refused (fallback " + p.Fallback + ")"
+	case grant.OutcomeRefused:
+		s := "refused (fallback " + p.Fallback + ": " + off + ")"
 		if p.Reason != "" {
 			s += ": " + p.Reason
 		}
 		return s
-	case session.OutcomeNotification:
-		return "notification (the 0.4 path: the server took the policy as a notification)"
-	case session.OutcomeUnanswered:
-		return "unanswered (MCPL's privileged surface is off; tools work): " + p.Reason
+	case grant.OutcomeNotification:
+		return "notification (the 0.4 path: the server answered the Request with method-not-found, so this host sent the policy again as a notification)"
+	case grant.OutcomeUnanswered:
+		return "unanswered (" + off + "): " + p.Reason
 	}
-	return p.Outcome
+	return string(p.Outcome)
 }
 
 func printCall(w io.Writer, r probeResult) {
-	if !r.OK {
-		fmt.Fprintf(w, "call %s: error: %s\n", r.Name, r.Text)
-		return
-	}
-	fmt.Fprintf(w, "call %s: ok\n", r.Name)
-	if r.Text != "" {
-		fmt.Fprintln(w, r.Text)
+	switch {
+	case r.OK:
+		fmt.Fprintf(w, "call %s: ok\n", r.Name)
+		if r.Text != "" {
+			fmt.Fprintln(w, r.Text)
+		}
+	case r.ErrorResult && r.Text == "":
+		fmt.Fprintf(w, "call %s: error result with no text\n", r.Name)
+	case r.ErrorResult:
+		fmt.Fprintf(w, "call %s: error result: %s\n", r.Name, r.Text)
+	default:
+		fmt.Fprintf(w, "call %s: %s\n", r.Name, r.Text)
 	}
 }
 
@@ -184,7 +340,40 @@ func printEvent(w io.Writer, e probeEvent) {
 	} else if e.Reason != "" {
 		verdict += " (" + e.Reason + ")"
 	}
-	fmt.Fprintf(w, "event %s: %s %s\n", e.Method, verdict, compact(e.Params))
+	line := fmt.Sprintf("event %s: %s %s", e.Method, verdict, compact(e.Params))
+	if e.Admitted && e.Answer != nil {
+		line += " -> " + compact(e.Answer)
+	}
+	fmt.Fprintln(w, line)
+}
+
+// printEnd says how the connection ended, at which step, and the last
+// lines of the server's stderr.
+func printEnd(w io.Writer, prefix, id string, e *probeEnd) {
+	var how string
+	switch {
+	case e.ExitCode != nil && e.Signal != "":
+		how = "was killed by " + e.Signal
+	case e.ExitCode != nil:
+		how = fmt.Sprintf("exited with status %d", *e.ExitCode)
+	case e.WSCode != 0:
+		how = fmt.Sprintf("closed the WebSocket connection (status %d", e.WSCode)
+		if e.WSReason != "" {
+			how += ": " + e.WSReason
+		}
+		how += ")"
+	case e.Error != "":
+		how = "ended the connection (" + e.Error + ")"
+	default:
+		how = "closed its connection"
+	}
+	fmt.Fprintf(w, "%sthe %q server %s during %s\n", prefix, id, how, e.Step)
+	if len(e.Stderr) > 0 {
+		fmt.Fprintf(w, "%sthe last lines of its stderr:\n", prefix)
+		for _, l := range e.Stderr {
+			fmt.Fprintf(w, "  | %s\n", l)
+		}
+	}
 }
 
 func compact(raw json.RawMessage) string {

@@ -18,14 +18,25 @@
 //	send {method, params, notify}  sends the host a request (or notification) and
 //	                            answers with what came back, as JSON: {"result":...} or
 //	                            {"error":{"code","message","data"}}
-//	policy {}                   answers with the policy messages it received and the
-//	                            answers to its -early requests (once all are in), as JSON
+//	policy {}                   answers with the host's initialize params, the policy
+//	                            messages it received and the answers to its -early
+//	                            requests (once all are in), as JSON
 //
 // As an MCPL server (Config.MCPL set) it answers featureSets/update as
 // Config.Policy says, and channels/list with one channel, #general.
+//
+// Whole-run misbehaviour (Config, and the program's flags): exit when a
+// given method arrives (ExitOn), never answer given methods (Ignore) or
+// any it does not know (IgnoreUnknown), write every message pretty-printed
+// over several lines (Pretty, for WebSocket), crash after N requests,
+// print banners, page tools/list, send privileged requests before the
+// policy (Early), hold initialize on a FIFO. A request left unanswered is
+// answered (with an error no one reads) only once the connection has
+// ended, so the server's end is never held up by it.
 package testserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +44,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +80,17 @@ type Config struct {
 	// notifications/initialized arrives, before the policy exchange; each
 	// answer is kept for the "policy" tool to report.
 	Early []string
+	// ExitOn exits the process with the given status when the method
+	// arrives (after a line to stderr), before answering it.
+	ExitOn map[string]int
+	// Ignore lists methods never answered; IgnoreUnknown leaves every
+	// method it does not know unanswered too (where it would answer
+	// method-not-found).
+	Ignore        []string
+	IgnoreUnknown bool
+	// Pretty writes each message indented over several lines (legal JSON;
+	// for WebSocket, where a frame is a message).
+	Pretty bool
 	// HoldInitialize, if set, is a FIFO the server opens for reading
 	// before it answers initialize: the answer waits until a test opens it
 	// for writing.
@@ -102,6 +125,7 @@ type Server struct {
 	requests atomic.Int64
 
 	mu       sync.Mutex
+	init     json.RawMessage // the host's initialize params
 	policies []policySeen
 	early    []json.RawMessage
 	earlyWG  sync.WaitGroup // the early requests still waiting for answers
@@ -120,6 +144,9 @@ func Serve(s transport.Stream, cfg Config) {
 	if cfg.Exit == nil {
 		cfg.Exit = os.Exit
 	}
+	if cfg.Pretty {
+		s = prettyStream{s}
+	}
 	srv := &Server{cfg: cfg, s: s, peerSet: make(chan struct{})}
 	for _, line := range cfg.Banner {
 		s.Write(context.Background(), []byte(line))
@@ -135,6 +162,15 @@ func Serve(s transport.Stream, cfg Config) {
 
 func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 	<-srv.peerSet // the handler may use srv.peer, which NewPeer's return sets
+	if code, ok := srv.cfg.ExitOn[req.Method]; ok {
+		fmt.Fprintf(os.Stderr, "testserver: %s arrived\ntestserver: exiting with status %d, as asked\n", req.Method, code)
+		srv.cfg.Exit(code)
+		req.Defer()
+		return nil, nil
+	}
+	if slices.Contains(srv.cfg.Ignore, req.Method) {
+		return neverAnswer(ctx, req)
+	}
 	if !req.IsNotification() {
 		n := srv.requests.Add(1)
 		if srv.cfg.CrashAfter > 0 && n >= int64(srv.cfg.CrashAfter) {
@@ -144,6 +180,9 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 	}
 	switch req.Method {
 	case protocol.MethodInitialize:
+		srv.mu.Lock()
+		srv.init = append(json.RawMessage(nil), req.Params...)
+		srv.mu.Unlock()
 		if srv.cfg.HoldInitialize != "" {
 			if f, err := os.Open(srv.cfg.HoldInitialize); err == nil {
 				f.Close()
@@ -168,7 +207,7 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		}
 		return nil, nil
 	case protocol.MethodFeatureSetsUpdate:
-		return srv.policy(req)
+		return srv.policy(ctx, req)
 	case protocol.MethodChannelsList:
 		if len(srv.cfg.MCPL) > 0 {
 			return protocol.ChannelsListResult{Channels: []protocol.ChannelDescriptor{{ID: "general", Label: "#general"}}}, nil
@@ -178,7 +217,31 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 	case protocol.MethodToolsCall:
 		return srv.callTool(ctx, req)
 	}
+	if srv.cfg.IgnoreUnknown {
+		return neverAnswer(ctx, req)
+	}
 	return nil, wire.ErrMethodNotFound
+}
+
+// neverAnswer leaves req unanswered while the connection lives: it answers
+// (an error no one reads) only once ctx, the connection's, has ended, so
+// that the server's end is not held up waiting for it.
+func neverAnswer(ctx context.Context, req *wire.Request) (any, error) {
+	reply := req.Defer()
+	context.AfterFunc(ctx, func() { reply(nil, &protocol.Error{Code: -32000, Message: "never answered"}) })
+	return nil, nil
+}
+
+// prettyStream writes each message indented, over several lines.
+type prettyStream struct{ transport.Stream }
+
+func (p prettyStream) Write(ctx context.Context, msg []byte) error {
+	var b bytes.Buffer
+	if json.Indent(&b, msg, "", "  ") != nil {
+		return p.Stream.Write(ctx, msg)
+	}
+	b.WriteByte('\n')
+	return p.Stream.Write(ctx, b.Bytes())
 }
 
 func (srv *Server) capabilities() map[string]any {
@@ -190,7 +253,7 @@ func (srv *Server) capabilities() map[string]any {
 }
 
 // policy answers featureSets/update as configured.
-func (srv *Server) policy(req *wire.Request) (any, error) {
+func (srv *Server) policy(ctx context.Context, req *wire.Request) (any, error) {
 	srv.mu.Lock()
 	srv.policies = append(srv.policies, policySeen{AsRequest: !req.IsNotification(), Params: req.Params})
 	srv.mu.Unlock()
@@ -210,12 +273,11 @@ func (srv *Server) policy(req *wire.Request) (any, error) {
 		}
 		return nil, wire.ErrMethodNotFound
 	case "error":
-		return nil, &wire.Error{Code: -32000, Message: "policy store unavailable"}
+		return nil, &protocol.Error{Code: -32000, Message: "policy store unavailable"}
 	case "ignore":
-		req.Defer()
-		return nil, nil
+		return neverAnswer(ctx, req)
 	}
-	return nil, &wire.Error{Code: -32000, Message: "testserver: unknown -policy " + srv.cfg.Policy}
+	return nil, &protocol.Error{Code: -32000, Message: "testserver: unknown -policy " + srv.cfg.Policy}
 }
 
 // send sends the host a request or notification and renders what came back.
@@ -233,7 +295,7 @@ func (srv *Server) send(ctx context.Context, method string, params json.RawMessa
 		b, _ := json.Marshal(map[string]any{"result": res})
 		return b
 	case errors.As(err, &ce) && ce.Outcome == wire.ErrorResponse:
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ce.Code, "message": ce.Message, "data": ce.Data}})
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ce.Answer.Code, "message": ce.Answer.Message, "data": ce.Answer.Data}})
 		return b
 	default:
 		b, _ := json.Marshal(map[string]any{"failed": err.Error()})
@@ -276,12 +338,12 @@ type toolArgs struct {
 func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error) {
 	var p protocol.CallToolParams
 	if err := json.Unmarshal(req.Params, &p); err != nil {
-		return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "bad tools/call params"}
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "bad tools/call params"}
 	}
 	var a toolArgs
 	if len(p.Arguments) > 0 {
 		if err := json.Unmarshal(p.Arguments, &a); err != nil {
-			return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "bad arguments: " + err.Error()}
+			return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "bad arguments: " + err.Error()}
 		}
 	}
 	switch p.Name {
@@ -292,7 +354,7 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		if code == 0 {
 			code = -32000
 		}
-		return nil, &wire.Error{Code: code, Message: a.Message}
+		return nil, &protocol.Error{Code: code, Message: a.Message}
 	case "tool_error":
 		return protocol.TextResult(a.Text, true), nil
 	case "exit":
@@ -307,8 +369,7 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		srv.cfg.Exit(int(a.Code))
 		return nil, nil
 	case "hang":
-		req.Defer() // never answered
-		return nil, nil
+		return neverAnswer(ctx, req)
 	case "sleep":
 		reply := req.Defer()
 		go func() {
@@ -355,13 +416,13 @@ func (srv *Server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		go func() {
 			srv.earlyWG.Wait() // report the early answers once they are in
 			srv.mu.Lock()
-			b, _ := json.Marshal(map[string]any{"policies": srv.policies, "early": srv.early})
+			b, _ := json.Marshal(map[string]any{"initialize": srv.init, "policies": srv.policies, "early": srv.early})
 			srv.mu.Unlock()
 			reply(protocol.TextResult(string(b), false), nil)
 		}()
 		return nil, nil
 	}
-	return nil, &wire.Error{Code: wire.CodeInvalidParams, Message: "unknown tool: " + p.Name}
+	return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "unknown tool: " + p.Name}
 }
 
 // CannedAnswers answers every request line with the same tools/call

@@ -103,7 +103,7 @@ func TestToolBehaviours(t *testing.T) {
 	}
 	_, err := call("fail", `{"message":"nope","code":-32042}`)
 	var ce *wire.CallError
-	if !errorsAs(err, &ce) || ce.Outcome != wire.ErrorResponse || ce.Code != -32042 || ce.Message != "nope" {
+	if !errorsAs(err, &ce) || ce.Outcome != wire.ErrorResponse || ce.Answer.Code != -32042 || ce.Answer.Message != "nope" {
 		t.Fatalf("fail = %#v", err)
 	}
 	if res, err := call("tool_error", `{"text":"bad"}`); err != nil || !res.IsError || res.Text() != "bad" {

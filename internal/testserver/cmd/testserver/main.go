@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/mcpl-go/mcpl/internal/testserver"
@@ -43,6 +45,11 @@ func main() {
 	flag.Var(&early, "early", "a method to send the host right after initialized, before policy (repeatable)")
 	flag.StringVar(&cfg.HoldInitialize, "hold-initialize", "", "a FIFO to open before answering initialize (held until a test opens it for writing)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
+	var exitOn, ignore lines
+	flag.Var(&exitOn, "exit-on", "METHOD=CODE: exit with CODE when METHOD arrives (repeatable)")
+	flag.Var(&ignore, "ignore", "a method never to answer (repeatable)")
+	flag.BoolVar(&cfg.IgnoreUnknown, "ignore-unknown", false, "never answer a method it does not know, rather than method-not-found")
+	flag.BoolVar(&cfg.Pretty, "pretty", false, "write each message indented over several lines (for -listen)")
 	flag.StringVar(&listen, "listen", "", "serve WebSocket on this address (127.0.0.1:0) instead of stdio")
 	flag.BoolVar(&rawEcho, "raw-echo", false, "copy each stdin line to stdout unchanged (benchmark floor)")
 	canned := flag.Bool("canned", false, "answer every request with the same result, parsing nothing (benchmarks)")
@@ -51,6 +58,19 @@ func main() {
 	flag.Parse()
 	cfg.Banner = banner
 	cfg.Early = early
+	cfg.Ignore = ignore
+	for _, e := range exitOn {
+		method, code, ok := strings.Cut(e, "=")
+		n, err := strconv.Atoi(code)
+		if !ok || err != nil {
+			fmt.Fprintln(os.Stderr, "testserver: -exit-on wants METHOD=CODE")
+			os.Exit(2)
+		}
+		if cfg.ExitOn == nil {
+			cfg.ExitOn = map[string]int{}
+		}
+		cfg.ExitOn[method] = n
+	}
 	if *nameFromEnv != "" {
 		cfg.Name = "unset"
 		if v, ok := os.LookupEnv(*nameFromEnv); ok {
