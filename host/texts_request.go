@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -117,26 +116,12 @@ func seconds(d time.Duration) string {
 // maxWords bounds a server's own words in an agent's text, in characters.
 const maxWords = 2000
 
-// serverWords returns a server's message as an agent may read it: control
-// characters removed (line breaks, line and paragraph separators and tabs
-// become spaces, so the text stays one line), trimmed, and at most maxWords
-// characters, the last of them "…" when it was cut.
+// serverWords returns a server's message as an agent may read it: one
+// clean line (wire.Flatten: control characters removed, line breaks as
+// spaces, trimmed) of at most maxWords characters, the last of them "…"
+// when it was cut.
 func serverWords(msg string) string {
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "\uFFFD")
-	}
-	var b strings.Builder
-	for _, r := range msg {
-		switch {
-		case r == '\n' || r == '\r' || r == '\t' || r == '\v' || r == '\f' ||
-			r == '\u0085' || r == '\u2028' || r == '\u2029':
-			b.WriteByte(' ')
-		case unicode.IsControl(r):
-		default:
-			b.WriteRune(r)
-		}
-	}
-	s := strings.TrimSpace(b.String())
+	s := wire.Flatten(msg)
 	if utf8.RuneCountInString(s) > maxWords {
 		rs := []rune(s)
 		s = strings.TrimSpace(string(rs[:maxWords-1])) + "…"

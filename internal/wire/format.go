@@ -18,11 +18,10 @@ func ShortDuration(d time.Duration) string {
 	return d.String()
 }
 
-// OneLine returns a peer's words as one line for a log or an operator's
-// text: control characters removed (line breaks and tabs become spaces),
-// invalid UTF-8 replaced, trimmed, and, when longer than n bytes, cut at a
-// rune boundary within n bytes, trailing spaces dropped, and "…" added.
-func OneLine(s string, n int) string {
+// Flatten returns a peer's words as one clean line: control characters
+// removed (line breaks, line and paragraph separators and tabs become
+// spaces), invalid UTF-8 replaced, and trimmed.
+func Flatten(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
@@ -37,7 +36,14 @@ func OneLine(s string, n int) string {
 			b.WriteRune(r)
 		}
 	}
-	out := strings.TrimSpace(b.String())
+	return strings.TrimSpace(b.String())
+}
+
+// OneLine returns a peer's words as one line for a log or an operator's
+// text: Flatten, and, when longer than n bytes, cut at a rune boundary
+// within n bytes, trailing spaces dropped, and "…" added.
+func OneLine(s string, n int) string {
+	out := Flatten(s)
 	if len(out) <= n {
 		return out
 	}
