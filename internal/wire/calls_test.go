@@ -239,13 +239,10 @@ func TestBadAnswer(t *testing.T) {
 func TestUnencodableParams(t *testing.T) {
 	p, far, _ := pipePeer(t, wire.Options{})
 	err := p.Call(testCtx(t), "x", make(chan int), nil)
-	var ce *wire.CallError
-	if err == nil || errors.As(err, &ce) {
-		t.Fatalf("got %v", err)
-	}
-	if err := p.Notify(testCtx(t), "n", func() {}); err == nil {
-		t.Fatal("a notification with unencodable params was sent")
-	}
+	ce := callError(t, err, wire.NotSent, wire.CauseEncodeFailed)
+	checkText(t, ce, `x to "discord" not sent: its params could not be encoded: json: unsupported type: chan int`)
+	err = p.Notify(testCtx(t), "n", func() {})
+	callError(t, err, wire.NotSent, wire.CauseEncodeFailed)
 	// Nothing was written: the next message the far end sees is this one.
 	if err := p.Notify(testCtx(t), "n2", map[string]int{"a": 1}); err != nil {
 		t.Fatal(err)

@@ -74,6 +74,7 @@ type Request struct {
 
 	id       json.RawMessage // nil for a notification
 	peer     *Peer
+	barrier  chan struct{} // set for Sync's marker, which is closed, not handled
 	deferred bool
 	owed     bool // counted in the peer's owed answers until answered
 	once     sync.Once
@@ -181,6 +182,10 @@ func (p *Peer) dispatch() {
 		if !ok {
 			return
 		}
+		if r.barrier != nil {
+			close(r.barrier)
+			continue
+		}
 		p.handle(r)
 	}
 }
@@ -237,6 +242,23 @@ func (q *inbox) push(r *Request) bool {
 		return closed // a closed queue swallows quietly
 	}
 	q.items = append(q.items, r)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pushBarrier queues a Sync marker, whatever the bound; it reports false
+// when the queue is closed.
+func (q *inbox) pushBarrier(reached chan struct{}) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, &Request{barrier: reached})
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:

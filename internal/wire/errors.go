@@ -51,14 +51,19 @@ const (
 	CauseClosedHere
 	// CauseWriteFailed: the transport refused the write.
 	CauseWriteFailed
-	// CauseDeadline: the call's deadline passed.
+	// CauseDeadline: the call's deadline passed (Outcome NoResponse: while
+	// it waited for an answer; NotSent: before it could be written).
 	CauseDeadline
-	// CauseCanceled: the caller's context ended.
+	// CauseCanceled: the caller's context ended (NoResponse: while it
+	// waited for an answer; NotSent: before it was written).
 	CauseCanceled
 	// CauseErrorAnswer: the peer answered with an error.
 	CauseErrorAnswer
 	// CauseBadAnswer: the answer could not be decoded.
 	CauseBadAnswer
+	// CauseEncodeFailed: the request's params could not be encoded as
+	// JSON, so nothing was written.
+	CauseEncodeFailed
 )
 
 // Sentinels a *CallError matches with errors.Is. A JSON-RPC error answer
@@ -127,9 +132,17 @@ func (e *CallError) Error() string {
 		return subject + ": the connection was closed on this side before an answer"
 	case CauseWriteFailed:
 		return subject + " not sent: the write failed: " + errText(e.Err)
+	case CauseEncodeFailed:
+		return subject + " not sent: its params could not be encoded: " + errText(e.Err)
 	case CauseDeadline:
+		if e.Outcome == NotSent {
+			return subject + " not sent: not written within " + ShortDuration(e.Timeout)
+		}
 		return subject + ": no answer within " + ShortDuration(e.Timeout)
 	case CauseCanceled:
+		if e.Outcome == NotSent {
+			return subject + " not sent: abandoned by its caller before it was written"
+		}
 		return subject + ": abandoned by its caller before an answer"
 	case CauseErrorAnswer:
 		if e.Answer == nil {

@@ -28,6 +28,17 @@ var callErrorKinds = []struct {
 	ce   CallError
 	want string
 }{
+	// Not sent: the params could not be encoded; the caller gave up, or the
+	// deadline passed, before the write.
+	{"not sent, params not encodable",
+		CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: "discord", Method: "tools/call", Err: errors.New("json: unsupported type: chan int")},
+		`tools/call to "discord" not sent: its params could not be encoded: json: unsupported type: chan int`},
+	{"not sent, canceled before the write",
+		CallError{Outcome: NotSent, Cause: CauseCanceled, Server: "discord", Method: "tools/call", ID: 3, Err: context.Canceled},
+		`tools/call to "discord" not sent: abandoned by its caller before it was written`},
+	{"not sent, deadline before the write",
+		CallError{Outcome: NotSent, Cause: CauseDeadline, Server: "discord", Method: "tools/call", ID: 3, Timeout: 2 * time.Second, Err: context.DeadlineExceeded},
+		`tools/call to "discord" not sent: not written within 2s`},
 	// Not sent: the connection was already closed by the peer.
 	{"not sent, closed",
 		CallError{Outcome: NotSent, Cause: CauseClosed, Server: "discord", Method: "tools/call", ID: 3},
@@ -208,6 +219,7 @@ func TestCallErrorKindsCovered(t *testing.T) {
 	}
 	want := []kind{
 		{NotSent, CauseClosed}, {NotSent, CauseClosedHere}, {NotSent, CauseWriteFailed},
+		{NotSent, CauseEncodeFailed}, {NotSent, CauseCanceled}, {NotSent, CauseDeadline},
 		{NoResponse, CauseClosed}, {NoResponse, CauseClosedHere}, {NoResponse, CauseDeadline}, {NoResponse, CauseCanceled},
 		{ErrorResponse, CauseErrorAnswer}, {BadResponse, CauseBadAnswer},
 	}
@@ -240,6 +252,9 @@ func TestCallErrorMatches(t *testing.T) {
 		"notification not sent, closed here":      {connClosed: true, notSent: true},
 		"not sent, closed here, no name":          {connClosed: true, notSent: true},
 		"write failed":                            {notSent: true},
+		"not sent, params not encodable":          {notSent: true},
+		"not sent, canceled before the write":     {notSent: true},
+		"not sent, deadline before the write":     {notSent: true},
 		"notification write failed":               {notSent: true},
 		"write failed, no name":                   {notSent: true},
 		"pending, closed":                         {connClosed: true, noAnswer: true},

@@ -123,3 +123,101 @@ func TestOwedAnswersAfterTheOtherSideEnds(t *testing.T) {
 		})
 	}
 }
+
+// blockedStream's writes wait for their context, as a write waiting its
+// turn behind a stuck one does, and fail with its error.
+type blockedStream struct{ *halfStream }
+
+func (s blockedStream) Write(ctx context.Context, _ []byte) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestNotWrittenInTime: a request whose caller gives up, or whose deadline
+// passes, before it is written was not sent, and says why; not "the
+// transport refused it".
+func TestNotWrittenInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		p := wire.NewPeer(blockedStream{newHalfStream()}, wire.Options{Name: "discord", Logger: rec.Logger()})
+		defer p.Close()
+		err := p.Call(context.Background(), "tools/call", nil, nil, wire.WithTimeout(2*time.Second))
+		ce := callError(t, err, wire.NotSent, wire.CauseDeadline)
+		checkText(t, ce, `tools/call to "discord" not sent: not written within 2s`)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { synctest.Wait(); cancel() }()
+		err = p.Call(ctx, "tools/call", nil, nil)
+		ce = callError(t, err, wire.NotSent, wire.CauseCanceled)
+		checkText(t, ce, `tools/call to "discord" not sent: abandoned by its caller before it was written`)
+		if n := len(rec.Find("request not written: the transport refused it")); n != 0 {
+			t.Errorf("logged %d times as refused by the transport", n)
+		}
+	})
+}
+
+// TestSync: Sync returns once everything received before it has been
+// handed to the handler, and at once on a connection that has ended.
+func TestSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHalfStream()
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var handled []string
+		p := wire.NewPeer(s, wire.Options{Logger: slog.New(slog.DiscardHandler),
+			Handler: wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, error) {
+				if req.Method == "slow" {
+					<-release
+				}
+				mu.Lock()
+				handled = append(handled, req.Method)
+				mu.Unlock()
+				return nil, nil
+			})})
+		s.in <- []byte(`{"jsonrpc":"2.0","method":"slow"}`)
+		s.in <- []byte(`{"jsonrpc":"2.0","method":"next"}`)
+		synctest.Wait() // both are read; slow is in the handler
+		synced := make(chan error, 1)
+		go func() { synced <- p.Sync(context.Background()) }()
+		synctest.Wait()
+		select {
+		case <-synced:
+			t.Fatal("Sync returned before what came before it was handled")
+		default:
+		}
+		close(release)
+		if err := <-synced; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(handled) != 2 {
+			t.Errorf("handled %v when Sync returned, want both", handled)
+		}
+		mu.Unlock()
+		p.Close()
+		if err := p.Sync(context.Background()); err != nil {
+			t.Errorf("Sync on a closed connection = %v", err)
+		}
+	})
+}
+
+// TestCloseEndsTheOwedGrace: this side's Close does not wait out the grace
+// for answers owed on a connection the other side ended.
+func TestCloseEndsTheOwedGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHalfStream()
+		p := wire.NewPeer(s, wire.Options{Logger: slog.New(slog.DiscardHandler),
+			Handler: wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, error) {
+				req.Defer() // never answered
+				return nil, nil
+			})})
+		s.in <- []byte(`{"jsonrpc":"2.0","id":1,"method":"work"}`)
+		synctest.Wait()
+		close(s.eof)
+		synctest.Wait()
+		start := time.Now()
+		p.Close()
+		if d := time.Since(start); d != 0 {
+			t.Errorf("Close waited %s for an answer that was never coming", d)
+		}
+	})
+}

@@ -73,6 +73,7 @@ type Peer struct {
 	done      chan struct{} // closed when the reader and dispatcher are done
 	readDone  chan struct{}
 	noise     noiseLog
+	closeNow  chan struct{} // closed by Close: no more waiting for owed answers
 	closeOnce sync.Once
 }
 
@@ -123,6 +124,7 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 		pending:  make(map[int64]*pendingCall),
 		done:     make(chan struct{}),
 		readDone: make(chan struct{}),
+		closeNow: make(chan struct{}),
 	}
 	p.inbox.init(max)
 	p.owed.init()
@@ -169,6 +171,25 @@ func (p *Peer) CloseInfo() transport.CloseInfo { return p.s.CloseInfo() }
 // answers a handler deferred and has not given yet.
 const owedGrace = time.Second
 
+// Sync waits until every message received before it has been handed to
+// the handler: a barrier in the inbound queue, behind what the reader has
+// queued. A handler that defers its answer counts as handed. It returns nil
+// at once when the connection has ended, and ctx's error when ctx ends
+// first.
+func (p *Peer) Sync(ctx context.Context) error {
+	reached := make(chan struct{})
+	if !p.inbox.pushBarrier(reached) {
+		return nil
+	}
+	select {
+	case <-reached:
+	case <-p.ctx.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // ErrClosedHere is Err after this side closed the connection.
 var ErrClosedHere = errors.New("wire: connection closed on this side")
 
@@ -184,6 +205,9 @@ var ErrClosedHere = errors.New("wire: connection closed on this side")
 // calls read as a closed connection, with whether this side reconnects.
 func (p *Peer) Close() error {
 	p.mu.Lock()
+	if !p.hostClose {
+		close(p.closeNow)
+	}
 	p.hostClose = true
 	p.mu.Unlock()
 	p.shutdown(ErrClosedHere, true)
@@ -238,6 +262,7 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 				select {
 				case <-p.owed.paid():
 				case <-t.C:
+				case <-p.closeNow:
 				}
 				t.Stop()
 			}
@@ -361,7 +386,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	}
 	raw, err := encodeValue(params)
 	if err != nil {
-		return fmt.Errorf("wire: encode params of %s: %w", method, err)
+		return &CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: p.name, Method: method, Err: err}
 	}
 	id := p.nextID.Add(1)
 	body := appendRequest(nil, id, method, raw)
@@ -460,6 +485,17 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
 		return p.notSentClosed(ce, hostClose)
+	case ctx.Err() != nil:
+		// The caller gave up before the request was written.
+		ce.Outcome, ce.Cause = NotSent, CauseCanceled
+		p.log.Info("request abandoned by its caller before it was written", slog.String("method", ce.Method), slog.Int64("id", ce.ID))
+		return ce
+	case cctx.Err() != nil:
+		// The deadline passed while the write waited its turn.
+		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, timeout
+		p.log.Warn("request deadline passed before it was written", slog.String("method", ce.Method), slog.Int64("id", ce.ID),
+			slog.Int64("ms", timeout.Milliseconds()))
+		return ce
 	}
 	ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
 	p.log.Warn("request not written: the transport refused it",
@@ -507,7 +543,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	raw, err := encodeValue(params)
 	if err != nil {
-		return fmt.Errorf("wire: encode params of %s: %w", method, err)
+		return &CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: p.name, Method: method, Err: err}
 	}
 	body := appendRequest(nil, 0, method, raw)
 	ce := &CallError{Server: p.name, Method: method}
