@@ -40,6 +40,20 @@ type FeatureSet struct {
 	Invalid string
 }
 
+// Clone returns a copy of ad that shares no memory with it.
+func (ad Advertisement) Clone() Advertisement {
+	c := ad
+	c.Capabilities, c.Ignored = slices.Clone(ad.Capabilities), slices.Clone(ad.Ignored)
+	if ad.FeatureSets != nil {
+		c.FeatureSets = make([]FeatureSet, len(ad.FeatureSets))
+		for i, fs := range ad.FeatureSets {
+			fs.Uses = slices.Clone(fs.Uses)
+			c.FeatureSets[i] = fs
+		}
+	}
+	return c
+}
+
 // members of experimental.mcpl that are not capability paths.
 var reservedMembers = map[string]bool{"version": true, "revision": true, "featureSets": true}
 

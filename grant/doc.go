@@ -1,9 +1,8 @@
 // Package grant is the capability grant of MCPL (SPEC §5, §6; RFC-002):
 // the capability paths and their vocabulary, the reading of a server's
 // advertisement (every shape real servers send), the effective grant a host
-// computes from it and host policy, each declared feature set's state, the
-// outcome of the policy exchange that establishes the grant, and the one
-// advertisement builder both sides use.
+// computes from it and host policy, each declared feature set's state, and
+// the outcome of the policy exchange that establishes the grant.
 //
 // It is pure: no I/O, no clocks, no goroutines, so every rule is tested
 // exhaustively as a table. It is public because the grant is part of what

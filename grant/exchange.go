@@ -1,30 +1,30 @@
 package grant
 
-// Outcome is how a connection's policy exchange ended (SPEC §5.3, §6.7):
+// PolicyOutcome is how a connection's policy exchange ended (SPEC §5.3, §6.7):
 // the server's answer to the host's featureSets/update Request.
-type Outcome string
+type PolicyOutcome string
 
 // Policy exchange outcomes.
 const (
 	// OutcomeAccepted: {accepted: true}, nothing degraded.
-	OutcomeAccepted Outcome = "accepted"
+	OutcomeAccepted PolicyOutcome = "accepted"
 	// OutcomeDegraded: {accepted: true} with unavailable feature sets.
-	OutcomeDegraded Outcome = "degraded"
+	OutcomeDegraded PolicyOutcome = "degraded"
 	// OutcomeRefused: {accepted: false} with a fallback; MCPL stays off
 	// (fallback "mcp-only") or the connection closes ("close").
-	OutcomeRefused Outcome = "refused"
+	OutcomeRefused PolicyOutcome = "refused"
 	// OutcomeNotification: a 0.4 server answered the Request with
 	// method-not-found, and the host sent the policy again as a
 	// Notification, which 0.4 servers take (the 0.4 path).
-	OutcomeNotification Outcome = "notification"
+	OutcomeNotification PolicyOutcome = "notification"
 	// OutcomeUnanswered: no answer within the deadline, an error, or an
 	// answer that is not a receipt; MCPL's privileged surface stays off.
-	OutcomeUnanswered Outcome = "unanswered"
+	OutcomeUnanswered PolicyOutcome = "unanswered"
 )
 
 // Established reports whether the outcome establishes the computed grant.
 // Otherwise the grant is withheld (Grant.Withheld): MCP's tools still
 // work, MCPL's privileged surface is off.
-func (o Outcome) Established() bool {
+func (o PolicyOutcome) Established() bool {
 	return o == OutcomeAccepted || o == OutcomeDegraded || o == OutcomeNotification
 }

@@ -196,6 +196,19 @@ func MatchFeatureSet(patterns []string, name string) bool {
 	return false
 }
 
+// Clone returns a copy of g that shares no memory with it.
+func (g Grant) Clone() Grant {
+	c := Grant{Effective: slices.Clone(g.Effective), Denied: slices.Clone(g.Denied)}
+	if g.FeatureSets != nil {
+		c.FeatureSets = make([]FeatureSetState, len(g.FeatureSets))
+		for i, fs := range g.FeatureSets {
+			fs.Missing = slices.Clone(fs.Missing)
+			c.FeatureSets[i] = fs
+		}
+	}
+	return c
+}
+
 // Has reports whether path is granted. It is an exact lookup: a parent
 // path grants only itself.
 func (g Grant) Has(path string) bool { return slices.Contains(g.Effective, path) }
@@ -231,9 +244,13 @@ func (g Grant) FeatureSet(name string) (FeatureSetState, bool) {
 	return FeatureSetState{}, false
 }
 
-// Enabled and Disabled return the feature-set names for featureSets/update:
-// every declared set is in exactly one of them. Neither is ever nil.
-func (g Grant) Enabled() []string  { return g.namesIn(StateEnabled) }
+// Enabled returns the names of the enabled feature sets, for the policy
+// message's enabled list: every declared set is in exactly one of Enabled
+// and Disabled. It is never nil.
+func (g Grant) Enabled() []string { return g.namesIn(StateEnabled) }
+
+// Disabled returns the names of the disabled feature sets, for the policy
+// message's disabled list. It is never nil.
 func (g Grant) Disabled() []string { return g.namesIn(StateDisabled) }
 
 func (g Grant) namesIn(state State) []string {

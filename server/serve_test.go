@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/advert"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -68,7 +69,7 @@ func TestAdvertisementRoundTrip(t *testing.T) {
 			continue
 		}
 		caps := []string{p}
-		if parent := grant.Orphan(p, caps); parent != "" {
+		if parent := advert.Orphan(p, caps); parent != "" {
 			caps = append(caps, parent)
 		}
 		h := start(t, server.New("ad", "1", &server.Options{Capabilities: caps, Logger: quiet}))

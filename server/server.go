@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/advert"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -146,7 +147,7 @@ func validate(o Options) error {
 			return fmt.Errorf("server: capability %q is not a path of the MCPL vocabulary (SPEC §6.2): %s",
 				p, strings.Join(grant.Vocabulary(), ", "))
 		}
-		if parent := grant.Orphan(p, o.Capabilities); parent != "" {
+		if parent := advert.Orphan(p, o.Capabilities); parent != "" {
 			return fmt.Errorf("server: capability %q needs its parent %q declared too: the object that advertises it advertises the parent (SPEC §5.1)", p, parent)
 		}
 	}
