@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/advert"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -41,8 +42,9 @@ var removedMethods = map[string]string{
 // 6), so this host deviates where it can help and nowhere else: a method
 // whose capability host policy could grant is held until the grant is
 // known, then admitted or rejected against it, in arrival order; a method
-// whose capability it can never grant (not implemented, disabled by host
-// policy) is rejected at once, held or not. Nothing is admitted that the
+// whose capability it can never grant on this connection (not implemented,
+// disabled by host policy, not advertised by the server) is rejected at
+// once, held or not. Nothing is admitted that the
 // grant does not allow. Everything else (ping, tools/list_changed) is
 // answered at once, held messages or not: holding is a side queue, not a
 // stop of the connection's dispatch.
@@ -57,8 +59,14 @@ func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	if !grant.Grantable(capability, c.s.cfg.Implemented, c.s.cfg.Policy) {
 		return c.s.deny(req, capability, c.s.neverGranted(capability))
 	}
-	if held, err := c.hold(ctx, req); held || err != nil {
-		return nil, err // a held request is answered when the policy settles
+	if why := c.notOffered(capability); why != "" {
+		return c.s.deny(req, capability, why)
+	}
+	switch held, full := c.hold(ctx, req); {
+	case held:
+		return nil, nil // answered when the policy settles
+	case full:
+		return c.s.tooManyHeld(req)
 	}
 	return c.admit(ctx, req, capability)
 }
@@ -72,28 +80,36 @@ type heldMsg struct {
 
 // hold queues req while the policy exchange is open, or while what was
 // held is being decided (so that order holds); it reports whether it did.
-// Beyond MaxHeld a request is refused at once (err) and a notification
-// dropped.
-func (c *conn) hold(ctx context.Context, req *wire.Request) (held bool, err error) {
+// Beyond MaxHeld it does not: a request is then refused at once (full is
+// set) and a notification dropped.
+func (c *conn) hold(ctx context.Context, req *wire.Request) (held, full bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.settled && !c.draining {
-		return false, nil
+		return false, false
 	}
 	if len(c.held) >= c.s.cfg.MaxHeld {
-		if req.IsNotification() {
-			c.s.log.Warn("too many messages held for the policy exchange; notification dropped", "method", req.Method, "held", len(c.held))
-			return true, nil
-		}
-		c.s.log.Warn("too many messages held for the policy exchange; request refused", "method", req.Method, "held", len(c.held))
-		return false, &protocol.Error{Code: wire.CodeOverloaded, Message: "request refused: too many requests are waiting for the policy exchange; try again later"}
+		return false, true
 	}
 	m := heldMsg{ctx: ctx, req: req}
 	if !req.IsNotification() {
 		m.reply = req.Defer()
 	}
 	c.held = append(c.held, m)
-	return true, nil
+	return true, false
+}
+
+// tooManyHeld refuses a request (drops a notification) beyond MaxHeld.
+func (s *Session) tooManyHeld(req *wire.Request) (any, error) {
+	if req.IsNotification() {
+		s.log.Warn("too many messages held for the policy exchange; notification dropped", "method", req.Method)
+		s.observe(req, false, "dropped: too many messages are waiting for the policy exchange", nil, nil)
+		return nil, nil
+	}
+	s.log.Warn("too many messages held for the policy exchange; request refused", "method", req.Method)
+	e := &protocol.Error{Code: wire.CodeOverloaded, Message: "request refused: too many requests are waiting for the policy exchange; try again later"}
+	s.observe(req, false, e.Message, nil, e)
+	return nil, e
 }
 
 // heldRequests returns the methods of the requests held now.
@@ -319,7 +335,7 @@ func (d *dedupe) put(id string, r protocol.PushEventResult) {
 
 // HostAdvertisement is the host's experimental.mcpl for initialize: MCPL
 // 0.5, each implemented path as a nested member, and featureSets. It says
-// what this host implements, no more and no less (grant.MarshalAdvertisement).
+// what this host implements, no more and no less (advert.Marshal).
 func HostAdvertisement(implemented []string) json.RawMessage {
 	var ordered []string
 	for _, p := range grant.Vocabulary() {
@@ -327,5 +343,5 @@ func HostAdvertisement(implemented []string) json.RawMessage {
 			ordered = append(ordered, p)
 		}
 	}
-	return grant.MarshalAdvertisement(protocol.MCPLVersion05, ordered, json.RawMessage("true"))
+	return advert.Marshal(protocol.MCPLVersion05, ordered, json.RawMessage("true"))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -32,6 +33,13 @@ type conn struct {
 	// and what arrives meanwhile queues behind them.
 	held     []heldMsg
 	draining bool
+	// offered is what the server advertised, once initialize has told
+	// (offeredKnown); nil for a server that speaks no MCPL, with why in
+	// offeredWhy. A capability it did not offer is never granted on this
+	// connection, so admission refuses it at once.
+	offered      []string
+	offeredKnown bool
+	offeredWhy   string
 }
 
 // ErrRefusedClose is a server's refusal of the policy with fallback
@@ -82,6 +90,13 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 		}
 		return err
 	}
+	// What the server sent before its policy answer is decided against
+	// that policy: the dispatcher hands it over (to the held queue) first.
+	if err := c.peer.Sync(ctx); err != nil {
+		c.settle(emptyGrant(), whyFailed)
+		c.peer.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -93,12 +108,41 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	s.state = st
 	s.mu.Unlock()
 	c.settle(st.Grant, why)
-	s.running.add()
-	go s.watch(c)
 	if s.cfg.OnConnect != nil {
 		s.callback(tracked, func() { s.cfg.OnConnect(s) })
 	}
+	// The watch starts after OnConnect, so OnDisconnect never runs before
+	// or beside it for the same connection; a Close meanwhile has closed
+	// the connection, and leaves nothing to watch.
+	s.mu.Lock()
+	if !s.closed {
+		s.running.add()
+		go s.watch(c)
+	}
+	s.mu.Unlock()
 	return nil
+}
+
+// offer records what the server advertised (nil, with why, for none).
+func (c *conn) offer(caps []string, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offered, c.offeredKnown, c.offeredWhy = caps, true, why
+}
+
+// notOffered says why capability can never be granted on this connection
+// because of what the server advertised, or "" when it can be (or
+// initialize has not told yet).
+func (c *conn) notOffered(capability string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !c.offeredKnown, slices.Contains(c.offered, capability):
+		return ""
+	case c.offeredWhy != "":
+		return fmt.Sprintf("capability %q is not granted: policy is not yet established on this connection (%s)", capability, c.offeredWhy)
+	}
+	return fmt.Sprintf("capability %q is not in the effective grant: the server did not advertise it", capability)
 }
 
 // handshake runs initialize, notifications/initialized and, for an MCPL
@@ -125,14 +169,17 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 	raw := st.Init.Capabilities.MCPL()
 	if raw == nil {
 		s.log.Info("a plain MCP server: tools work, MCPL is off")
+		c.offer(nil, whyPlainMCP)
 		return st, whyPlainMCP, nil
 	}
 	ad, err := grant.ParseAdvertisement(raw, st.Init.Capabilities.Tools != nil)
 	if err != nil {
 		s.log.Warn("the MCPL advertisement is unreadable; MCPL stays off", "error", err.Error())
+		c.offer(nil, whyUnreadable)
 		return st, whyUnreadable, nil
 	}
 	st.Advertisement = &ad
+	c.offer(ad.Capabilities, "")
 	if len(ad.Ignored) > 0 {
 		s.log.Info("advertised capabilities this host does not know are ignored", "paths", ad.Ignored)
 	}

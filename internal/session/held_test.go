@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -29,9 +30,6 @@ func TestHeldThenDecided(t *testing.T) {
 	}{
 		{"granted", adFull, `{"accepted":true}`, func(t testing.TB, method, _ string, a answer) {
 			wantEarlyAdmitted(t, method, a)
-		}},
-		{"not advertised", `{"version":"0.5"}`, `{"accepted":true}`, func(t testing.TB, _, capability string, a answer) {
-			wantDenied(t, a, capability, notGranted)
 		}},
 		{"refused", adFull, `{"accepted":false,"fallback":"mcp-only","reason":"no"}`, func(t testing.TB, _, capability string, a answer) {
 			wantDenied(t, a, capability, notEstablished)
@@ -67,42 +65,48 @@ func TestHeldThenDecided(t *testing.T) {
 	}
 }
 
-// TestNeverGrantableNotHeld: a privileged request host policy can never
-// grant (not implemented, disabled by host policy) is rejected at once,
-// while the policy exchange is open and behind a held request, and so is
-// a ping answered at once: holding is a side queue, not a stop. The held
-// request is decided when the policy settles.
+// TestNeverGrantableNotHeld: a privileged request that can never be
+// granted on the connection (not implemented, disabled by host policy, not
+// advertised by the server) is rejected at once, while the policy exchange
+// is open and behind a held request, and so is a ping answered at once:
+// holding is a side queue, not a stop. The held request is decided when
+// the policy settles.
 func TestNeverGrantableNotHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sc := newScript(t)
 		box := newInbox()
 		c := connectAsync(session.Config{
-			Dial: sc.dial, Implemented: []string{"tools", "channels.register", "channels.incoming"},
+			Dial: sc.dial, Implemented: []string{"tools", "channels.register", "channels.incoming", "modelInfo"},
 			Policy: grant.Policy{Disable: []string{"channels.incoming"}}, Handler: handled, OnInbound: box.onInbound,
 		})
-		sc.initialize(adFull)
+		sc.initialize(`{"version":"0.5","pushEvents":true,"channels":true}`)
 		pol := sc.expect(protocol.MethodFeatureSetsUpdate)
 		sc.request(1, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
 		sc.request(2, protocol.MethodPushEvent, pushParams("chat", "e1"))
 		sc.request(3, protocol.MethodChannelsIncoming, privileged[4].params)
 		sc.request(4, protocol.MethodPing, `{}`)
+		sc.request(5, protocol.MethodModelInfo, `{}`)
 		synctest.Wait()
 		got := map[string]msg{}
 		for _, m := range sc.pending() {
 			got[string(m.ID)] = m
 		}
-		if _, answered := got["1"]; answered || len(got) != 3 {
-			t.Fatalf("before the policy settled the host wrote %v; want answers to 2, 3 and 4 only", sc.pending())
+		if _, answered := got["1"]; answered || len(got) != 4 {
+			t.Fatalf("before the policy settled the host wrote %v; want answers to 2, 3, 4 and 5 only", sc.pending())
 		}
 		wantDenied(t, got["2"].asAnswer(), "pushEvents", notImplemented)
 		wantDenied(t, got["3"].asAnswer(), "channels.incoming", disabledByPolicy)
 		wantResult(t, got["4"].asAnswer(), `{"handled":"ping"}`)
+		wantDenied(t, got["5"].asAnswer(), "modelInfo", notGranted)
+		if !strings.Contains(got["5"].Error.Message, "the server did not advertise it") {
+			t.Errorf("model/info refused with %q, want the reason: not advertised", got["5"].Error.Message)
+		}
 		sc.reply(pol, `{"accepted":true}`)
 		c.ok(t)
 		wantResult(t, sc.answerTo(1), `{"results":[{"id":"general","accepted":true}]}`)
 		in := box.all()
-		if len(in) != 3 || in[0].Method != protocol.MethodPushEvent || in[2].Method != protocol.MethodChannelsRegister || !in[2].Admitted {
-			t.Errorf("inbound %+v: want the two rejections, then the held register admitted", in)
+		if len(in) != 4 || in[0].Method != protocol.MethodPushEvent || in[3].Method != protocol.MethodChannelsRegister || !in[3].Admitted {
+			t.Errorf("inbound %+v: want the three rejections, then the held register admitted", in)
 		}
 	})
 }

@@ -69,6 +69,7 @@ func TestCloseFromCallbacks(t *testing.T) {
 				}
 				wantFailure(t, s.Call(context.Background(), protocol.MethodToolsList, nil, nil), notSentHostClosed)
 				s.Close() // a second Close, from outside, returns too
+				s.Wait()
 				time.Sleep(time.Hour)
 				if n := ip.count(); n != max(tc.onConnect, 1) {
 					t.Errorf("%d dials, want %d: nothing redials after Close", n, max(tc.onConnect, 1))
@@ -130,7 +131,9 @@ func TestHandlerContextValues(t *testing.T) {
 			mu.Unlock()
 		}
 		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "from Connect"), time.Minute)
+		connected := make(chan struct{}, 2)
 		s, err := session.Connect(ctx, session.Config{ID: server, Dial: ip.dial, Logger: discard, Reconnect: fast, Implemented: served,
+			OnConnect: func(*session.Session) { connected <- struct{}{} },
 			Handler: wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) {
 				record(ctx)
 				return handled.Serve(ctx, req)
@@ -150,9 +153,8 @@ func TestHandlerContextValues(t *testing.T) {
 		send(t, s, protocol.MethodPushEvent, pushParams("chat", "v1"))
 		_, err = toolErr(s, "exit", map[string]int{})
 		wantFailure(t, err, closedPendingReconnecting)
-		for s.Reconnecting() && !s.State().Connected {
-			time.Sleep(time.Millisecond)
-		}
+		<-connected // the first connection
+		<-connected // the reconnect
 		send(t, s, protocol.MethodChannelsList, `{}`)
 		mu.Lock()
 		defer mu.Unlock()
@@ -270,5 +272,35 @@ func TestPolicyUnansweredWithHeld(t *testing.T) {
 		if r.Attr("held") != "[channels/register]" {
 			t.Errorf("log %+v", r)
 		}
+	})
+}
+
+// TestWaitForACallback: Close from outside returns while a callback is
+// still running (it may be the callback that needs Close to return), and
+// Wait waits for the callback to end.
+func TestWaitForACallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ip := &inProcess{cfgs: []testserver.Config{{MCPL: []byte(adFull)}}}
+		in, release := make(chan struct{}), make(chan struct{})
+		s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: ip.dial, Logger: discard,
+			OnDisconnect: func(*session.Session, bool) { close(in); <-release }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ip.wait()
+		_, err = toolErr(s, "exit", map[string]int{})
+		wantFailure(t, err, failure{wire.NoResponse, wire.CauseClosed, false})
+		<-in
+		s.Close()
+		waited := make(chan struct{})
+		go func() { s.Wait(); close(waited) }()
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("Wait returned while OnDisconnect was running")
+		default:
+		}
+		close(release)
+		<-waited
 	})
 }

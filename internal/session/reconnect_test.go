@@ -251,19 +251,24 @@ func TestReconnectNeverRestoresGrant(t *testing.T) {
 			t.Errorf("redialed %v after the drop, want 5s ±25%%", at)
 		}
 		pol := second.expect(protocol.MethodFeatureSetsUpdate)
-		// Held on the new connection before its policy: decided against
-		// the new grant, not the old one.
+		// Sent on the new connection before its policy: what the new
+		// connection does not advertise is refused at once, whatever the
+		// old grant held; what it does is held and decided against the
+		// new grant.
 		second.request(1, protocol.MethodModelInfo, `{}`)
+		second.request(3, protocol.MethodPushEvent, pushParams("chat", "r1"))
 		synctest.Wait()
-		if got := second.pending(); len(got) != 0 {
-			t.Fatalf("answered before the new policy settled: %v", got)
+		got := second.pending()
+		if len(got) != 1 || string(got[0].ID) != "1" {
+			t.Fatalf("before the new policy settled the host wrote %v; want only the refusal of 1", got)
 		}
+		wantDenied(t, got[0].asAnswer(), "modelInfo", notGranted)
 		p := policyParams(t, pol.Params)
 		if !cmp.Equal(p.EffectiveCapabilities, []string{"pushEvents", "tools"}) || !cmp.Equal(p.DeniedCapabilities, []string{}) {
 			t.Errorf("policy after reconnect %+v, want only the new connection's grant", p)
 		}
 		second.reply(pol, `{"accepted":true}`)
-		wantDenied(t, second.answerTo(1), "modelInfo", notGranted)
+		wantError(t, second.answerTo(3), protocol.CodeUnknownFeatureSet, `{"featureSet":"chat"}`)
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"pushEvents", "tools"}, s.Grant().Effective); diff != "" {
 			t.Errorf("grant after reconnect (-want +got):\n%s", diff)

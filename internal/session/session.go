@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,9 +50,13 @@ type Config struct {
 	// than push/event (which OnPushEvent answers), and the server's other
 	// requests and notifications (ping, tools/list_changed). Methods it
 	// does not handle are answered "method not found". Nil handles none.
-	// It is called in arrival order: from the connection's dispatch
-	// goroutine, or, for what was held until the policy settled, from the
-	// goroutine that connected.
+	// It is called from the connection's dispatch goroutine, in arrival
+	// order, and, for the privileged messages held until the policy
+	// settled, from the goroutine that connected, in their arrival order:
+	// the two may run at once, and a ping may overtake a held message.
+	// Neither it nor OnPushEvent may call Close (Close waits for the
+	// connection, which waits for them); they may start a goroutine that
+	// does.
 	Handler wire.Handler
 	// OnPushEvent answers each admitted push event whose eventId is new to
 	// the session: accepted, or declined (Accepted false with a Reason),
@@ -66,9 +72,10 @@ type Config struct {
 	// sends, admitted or not, once it is answered. It must not block.
 	OnInbound func(Inbound)
 	// OnConnect, if set, is called after each connection's policy exchange
-	// has settled and what was held meanwhile has been answered (the
-	// first connect and every reconnect), from the goroutine that
-	// connected. The session is ready for calls then. It may call Close.
+	// has settled and what the server sent before its policy answer has
+	// been answered (the first connect and every reconnect), from the
+	// goroutine that connected. The session is ready for calls then. It may
+	// call Close. OnDisconnect for the same connection comes after it.
 	OnConnect func(*Session)
 	// OnDisconnect, if set, is called when a connection ends other than by
 	// Close, with whether the session will reconnect. It may call Close.
@@ -125,7 +132,7 @@ type Inbound struct {
 
 // PolicyResult is how the policy exchange went on the current connection.
 type PolicyResult struct {
-	Outcome  grant.Outcome
+	Outcome  grant.PolicyOutcome
 	Fallback string // for OutcomeRefused
 	Reason   string // the server's reason, or why it is unanswered
 	Receipt  *protocol.PolicyReceipt
@@ -228,8 +235,8 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 // Close ends the session: the connection closes (pending calls fail as
 // closed on this side) and it never reconnects. It waits for the session's
 // goroutines, except one running OnConnect or OnDisconnect: so a callback
-// may call Close, and one may still be running when Close returns (none
-// starts once Close has been called).
+// may call Close. A callback that had begun may still be running when
+// Close returns; Wait waits for it too.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -240,37 +247,40 @@ func (s *Session) Close() error {
 	if c != nil {
 		c.peer.Close()
 	}
-	s.running.wait()
+	s.running.wait(false)
 	return nil
 }
 
+// Wait blocks until every goroutine of the session has ended and no
+// callback is running. Call it after Close, and never from a callback (it
+// would wait for itself).
+func (s *Session) Wait() { s.running.wait(true) }
+
 // callback runs f, a callback of Config, unless Close has been called.
 // tracked says whether the calling goroutine is one Close waits for: while
-// f runs it is not, so f may call Close.
+// f runs it is not, so f may call Close; Wait waits for f either way.
 func (s *Session) callback(tracked bool, f func()) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	if tracked {
-		s.running.done()
-		defer s.running.add()
-	}
+	s.running.enter(tracked)
 	s.mu.Unlock()
+	defer s.running.leave(tracked)
 	f()
 }
 
-// routines counts goroutines, as a sync.WaitGroup does, but may count up
-// again after a wait has seen zero: a goroutine leaves the count while it
-// runs a callback and comes back after.
+// routines counts the session's goroutines, as a sync.WaitGroup does, with
+// those running a callback apart: Close waits for the others, Wait for all.
 type routines struct {
-	mu   sync.Mutex
-	n    int
-	zero *sync.Cond
+	mu      sync.Mutex
+	n       int // goroutines, less those in a callback
+	inCall  int // callbacks running
+	changed *sync.Cond
 }
 
-func (r *routines) init() { r.zero = sync.NewCond(&r.mu) }
+func (r *routines) init() { r.changed = sync.NewCond(&r.mu) }
 
 func (r *routines) add() {
 	r.mu.Lock()
@@ -281,16 +291,38 @@ func (r *routines) add() {
 func (r *routines) done() {
 	r.mu.Lock()
 	r.n--
-	if r.n == 0 {
-		r.zero.Broadcast()
-	}
+	r.changed.Broadcast()
 	r.mu.Unlock()
 }
 
-func (r *routines) wait() {
+// enter marks a callback running; a tracked goroutine leaves the count
+// Close waits for meanwhile.
+func (r *routines) enter(tracked bool) {
 	r.mu.Lock()
-	for r.n > 0 {
-		r.zero.Wait()
+	if tracked {
+		r.n--
+	}
+	r.inCall++
+	r.changed.Broadcast()
+	r.mu.Unlock()
+}
+
+func (r *routines) leave(tracked bool) {
+	r.mu.Lock()
+	if tracked {
+		r.n++
+	}
+	r.inCall--
+	r.changed.Broadcast()
+	r.mu.Unlock()
+}
+
+// wait waits until no goroutine is left but those in a callback, or, with
+// all, none at all.
+func (r *routines) wait(all bool) {
+	r.mu.Lock()
+	for r.n > 0 || (all && r.inCall > 0) {
+		r.changed.Wait()
 	}
 	r.mu.Unlock()
 }
@@ -298,7 +330,8 @@ func (r *routines) wait() {
 // ID returns the server id.
 func (s *Session) ID() string { return s.cfg.ID }
 
-// State returns a snapshot. A connection that has ended is reported as
+// State returns a snapshot, the caller's own: it shares no memory with
+// what admission decides by. A connection that has ended is reported as
 // gone, with no grant, from the moment it ends.
 func (s *Session) State() State {
 	s.mu.Lock()
@@ -309,18 +342,44 @@ func (s *Session) State() State {
 		st.Grant = emptyGrant()
 		st.Policy = nil
 	}
+	st.Grant = st.Grant.Clone()
+	if st.Init.ServerInfo != nil {
+		info := *st.Init.ServerInfo
+		st.Init.ServerInfo = &info
+	}
+	st.Init.Capabilities.Experimental = maps.Clone(st.Init.Capabilities.Experimental)
+	if st.Advertisement != nil {
+		ad := st.Advertisement.Clone()
+		st.Advertisement = &ad
+	}
+	if st.Policy != nil {
+		p := *st.Policy
+		p.Held = slices.Clone(p.Held)
+		if p.Receipt != nil {
+			r := *p.Receipt
+			r.UnavailableFeatures = slices.Clone(r.UnavailableFeatures)
+			for i := range r.UnavailableFeatures {
+				u := &r.UnavailableFeatures[i]
+				u.MissingCapabilities = slices.Clone(u.MissingCapabilities)
+			}
+			r.MissingCapabilities = slices.Clone(r.MissingCapabilities)
+			r.Notes = slices.Clone(r.Notes)
+			p.Receipt = &r
+		}
+		st.Policy = &p
+	}
 	return st
 }
 
-// Grant returns the effective grant now: none while there is no open
-// connection.
+// Grant returns the effective grant now, the caller's own copy: none while
+// there is no open connection.
 func (s *Session) Grant() grant.Grant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil && !s.conn.live() {
 		return emptyGrant()
 	}
-	return s.state.Grant
+	return s.state.Grant.Clone()
 }
 
 // Reconnecting reports whether this host will reconnect to the server
