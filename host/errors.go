@@ -72,11 +72,13 @@ const (
 	OutcomeToolError Outcome = "tool-error"
 )
 
-// ToolError is a tool call that did not succeed. Its Error text is what
-// the caller (an agent) reads: what happened, whether anything ran, and
-// what works from there. Operator detail is in the log, and in Err.
+// ToolError is a tool call that did not succeed. Operator detail is in the
+// log, and in Err.
 type ToolError struct {
-	Text    string
+	// Text is what the caller (an agent) reads, and Error's text: what
+	// happened, whether anything ran, and what works from there.
+	Text string
+	// Outcome is what is known of the call's effect.
 	Outcome Outcome
 	// Server is the id of the server that provides the tool, when the
 	// name resolved to one.
@@ -95,7 +97,7 @@ func (e *ToolError) Unwrap() error { return e.Err }
 
 // requestFailed is the ToolError for a request that failed on the wire.
 func requestFailed(server string, err error) *ToolError {
-	te := &ToolError{Server: server, Err: err, Outcome: OutcomeNoAnswer, Text: err.Error()}
+	te := &ToolError{Server: server, Err: err, Outcome: OutcomeNoAnswer, Text: textUnaccounted(server)}
 	var ce *wire.CallError
 	if !errors.As(err, &ce) {
 		return te

@@ -187,6 +187,11 @@ func TestToolErrorOutcomes(t *testing.T) {
 	if !errors.As(err, &te) || te.Outcome != host.OutcomeToolError || te.Result == nil || te.Err != nil {
 		t.Errorf("error result: %+v", err)
 	}
+	_, err = h.CallTool(t.Context(), "x--echo", json.RawMessage(`{bad`))
+	if !errors.As(err, &te) || te.Outcome != host.OutcomeRefused ||
+		te.Text != `The arguments for x--echo aren't valid JSON, so the call didn't run. Call it again with its arguments as a JSON object.` {
+		t.Errorf("arguments that are not JSON: %+v", err)
+	}
 	_, err = h.CallTool(t.Context(), "x--exit", json.RawMessage(`{"code":1}`))
 	if !errors.As(err, &te) || te.Outcome != host.OutcomeNoAnswer || !errors.Is(err, host.ErrConnectionClosed) {
 		t.Errorf("a call the server died in: %+v", err)

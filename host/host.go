@@ -13,10 +13,10 @@
 //	res, err := h.CallTool(ctx, "chat--send_message", args)
 //
 // A failed call is a *ToolError: its Text is what an agent reads (what
-// happened, whether anything ran, what works from there: texts_*.go, one
-// file per lane), its Outcome what a program decides on, and it wraps the
-// cause (ErrConnectionClosed, a *protocol.Error answer, ErrNotConnected,
-// ...). Operator detail goes to Options.Logger.
+// happened, whether anything ran, what works from there; a contract, pinned
+// verbatim by tests), its Outcome what a program decides on, and it wraps
+// the cause (ErrConnectionClosed, a *protocol.Error answer,
+// ErrNotConnected, ...). Operator detail goes to Options.Logger.
 //
 // The registry holds a server once its handshake is done. While a connect is
 // in flight (at start, at runtime or in a restart) its id is marked: a call
@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/mcpl-go/mcpl/config"
@@ -160,8 +161,10 @@ func (h *Host) Settled() <-chan struct{} { return h.settled }
 // (ErrConnectInFlight), and a tool prefix that meets another server's,
 // before it changes anything; after Close it fails with ErrHostClosed.
 // When ctx ends before the connect is done, it returns ctx's error and
-// registers nothing, reconnect or not. cfg gets the defaults a file's
-// server gets (config.Server.WithDefaults).
+// registers nothing, reconnect or not. With reconnect on, a connect that
+// fails otherwise still registers the server and returns nil: its session
+// keeps retrying, and calls meanwhile read that it is reconnecting. cfg
+// gets the defaults a file's server gets (config.Server.WithDefaults).
 func (h *Host) Connect(ctx context.Context, cfg config.Server) error {
 	cfg = cfg.WithDefaults()
 	h.mu.Lock()
@@ -206,7 +209,7 @@ func (h *Host) markLocked(cfg config.Server) {
 			delete(h.gone, id)
 		}
 	}
-	if !contains(h.order, cfg.ID) {
+	if !slices.Contains(h.order, cfg.ID) {
 		h.order = append(h.order, cfg.ID)
 	}
 }
@@ -238,8 +241,12 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 		h.leaveLocked(cfg.ID)
 		closed := h.closed
 		h.mu.Unlock()
-		if err == nil && closed {
+		if err == nil {
 			sess.Close()
+			sess.Wait()
+		}
+		if closed {
+			// Close ended the connect (its context error says only that).
 			return ErrHostClosed
 		}
 		return err
@@ -250,6 +257,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 		h.leaveLocked(cfg.ID)
 		h.mu.Unlock()
 		sess.Close()
+		sess.Wait()
 		return fmt.Errorf("MCPL server %q: the connection ended as soon as it was made", cfg.ID)
 	}
 	srv.sess = sess
@@ -257,9 +265,10 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	h.mu.Unlock()
 	// The first listing is done before Connect returns, so the server's
 	// tools are there for the next call. A session still retrying its
-	// first connect lists them when it connects (OnConnect).
-	if sess.State().Connected {
-		h.refreshNow(ctx, srv, sess)
+	// first connect lists them when it connects (OnConnect). A listing the
+	// caller's ctx cut short is done again in the background.
+	if sess.State().Connected && !h.refreshNow(ctx, srv, sess) && ctx.Err() != nil {
+		srv.refresh.request()
 	}
 	if srv.refresh.again() {
 		h.refreshLoop(srv, sess)
@@ -372,6 +381,7 @@ func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) er
 	h.markLocked(cfg)
 	h.mu.Unlock()
 	old.sess.Close()
+	old.sess.Wait()
 	return h.connectMarked(ctx, cfg)
 }
 
@@ -390,7 +400,9 @@ func (h *Host) Disconnect(id string) error {
 	delete(h.servers, id)
 	h.leaveLocked(id)
 	h.mu.Unlock()
-	return srv.sess.Close()
+	srv.sess.Close()
+	srv.sess.Wait()
+	return nil
 }
 
 // Close closes every server, ends the connects in flight, and waits for
@@ -412,6 +424,9 @@ func (h *Host) Close() error {
 	h.inflight.Wait()
 	for _, s := range servers {
 		s.sess.Close()
+	}
+	for _, s := range servers {
+		s.sess.Wait()
 	}
 	h.bg.Wait()
 	return nil
@@ -450,15 +465,6 @@ func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
 		return nil, nil
 	}
 	return nil, wire.ErrMethodNotFound
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func remove(l []string, s string) []string {

@@ -24,7 +24,7 @@ type ServerState struct {
 	Advertisement *grant.Advertisement
 	// Policy is how the current connection's policy exchange ended; empty
 	// for a plain MCP server, and between connections.
-	Policy grant.Outcome
+	Policy grant.PolicyOutcome
 	// PolicyReason is the server's reason for a refusal, or why the policy
 	// went unanswered; Fallback is a refusal's fallback.
 	PolicyReason, Fallback string

@@ -46,6 +46,12 @@ func TestRequestFailedText(t *testing.T) {
 			`The "discord" server didn't answer within 2 seconds, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`},
 		{"abandoned by the caller", wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseCanceled}, OutcomeNoAnswer,
 			`The request to the "discord" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`},
+		{"not written within the deadline", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseDeadline, Timeout: 2 * time.Second}, OutcomeNotSent,
+			`The request wasn't sent: this host couldn't write it to the "discord" server within 2 seconds, so nothing ran. Try again later.`},
+		{"abandoned before it was written", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseCanceled}, OutcomeNotSent,
+			`The request to the "discord" server was abandoned here before it was sent, so nothing ran.`},
+		{"params not encodable", wire.CallError{Outcome: wire.NotSent, Cause: wire.CauseEncodeFailed, Err: errors.New("json: unsupported type")}, OutcomeNotSent,
+			`The request wasn't sent: this host couldn't put it into a form the "discord" server reads, so nothing ran. Calling it again the same way won't work.`},
 		{"answer not readable", wire.CallError{Outcome: wire.BadResponse, Cause: wire.CauseBadAnswer, Err: errors.New("json: cannot unmarshal")}, OutcomeNoAnswer,
 			`The "discord" server answered in a form this host couldn't read, so whether the request took effect is unknown. Check its effect before trying again.`},
 	} {
@@ -59,7 +65,7 @@ func TestRequestFailedText(t *testing.T) {
 			if te.Outcome != tc.outcome || te.Server != "discord" || !errors.Is(te, error(&ce)) {
 				t.Errorf("ToolError %+v, want outcome %s wrapping the request's failure", te, tc.outcome)
 			}
-			for _, bad := range []string{"tools/call", "12", "-32000", "broken pipe", "json", "\n"} {
+			for _, bad := range []string{"tools/call", "12", "-32000", "broken pipe", "json", "unsupported", "\n"} {
 				if strings.Contains(te.Text, bad) {
 					t.Errorf("the agent's text holds operator detail %q: %s", bad, te.Text)
 				}
@@ -135,5 +141,15 @@ func TestSeconds(t *testing.T) {
 		if got := seconds(c.d); got != c.want {
 			t.Errorf("seconds(%v) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+// TestUnaccountedFailure: a failure that is not a request's (never
+// expected) claims nothing and says nothing of the operator's.
+func TestUnaccountedFailure(t *testing.T) {
+	te := requestFailed("discord", errors.New("session: something odd"))
+	want := `The request to the "discord" server failed in a way this host can't account for, so whether it took effect is unknown. Check its effect before trying again.`
+	if te.Text != want || te.Outcome != OutcomeNoAnswer {
+		t.Errorf("%+v", te)
 	}
 }

@@ -34,9 +34,17 @@ func requestFailedText(ce *wire.CallError) string {
 		return textClosedHerePending(s)
 	case wire.CauseWriteFailed:
 		return textNotWritten(s)
+	case wire.CauseEncodeFailed:
+		return textNotEncoded(s)
 	case wire.CauseDeadline:
+		if ce.Outcome == wire.NotSent {
+			return textNotWrittenInTime(s, ce.Timeout)
+		}
 		return textDeadline(s, ce.Timeout)
 	case wire.CauseCanceled:
+		if ce.Outcome == wire.NotSent {
+			return textCanceledUnsent(s)
+		}
 		return textCanceled(s)
 	case wire.CauseErrorAnswer:
 		if ce.Answer != nil {
@@ -73,6 +81,31 @@ func textNotSentClosedHere(server string) string {
 
 func textNotWritten(server string) string {
 	return fmt.Sprintf(`The request wasn't sent: this host couldn't write it to the "%s" server, so nothing ran. Try again later.`, server)
+}
+
+// textNotWrittenInTime is for a request whose deadline passed before it
+// could be written (a write stuck behind another). The seed gives no text
+// for it; it says what the write-failed text says, with the deadline.
+func textNotWrittenInTime(server string, d time.Duration) string {
+	return fmt.Sprintf(`The request wasn't sent: this host couldn't write it to the "%s" server within %s, so nothing ran. Try again later.`, server, seconds(d))
+}
+
+// textNotEncoded is for a request this host could not encode; nothing was
+// written.
+func textNotEncoded(server string) string {
+	return fmt.Sprintf(`The request wasn't sent: this host couldn't put it into a form the "%s" server reads, so nothing ran. Calling it again the same way won't work.`, server)
+}
+
+// textCanceledUnsent is for a request its caller gave up on before it was
+// written.
+func textCanceledUnsent(server string) string {
+	return fmt.Sprintf(`The request to the "%s" server was abandoned here before it was sent, so nothing ran.`, server)
+}
+
+// textUnaccounted is for a failure this host can't place (never expected:
+// every failed request is a wire.CallError). It claims nothing.
+func textUnaccounted(server string) string {
+	return fmt.Sprintf(`The request to the "%s" server failed in a way this host can't account for, so whether it took effect is unknown. Check its effect before trying again.`, server)
 }
 
 func textErrorAnswer(server, words string) string {

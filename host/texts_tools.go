@@ -36,3 +36,8 @@ func textToolErrorNoWords(server, tool string) string {
 func textNoSuchTool(name string) string {
 	return fmt.Sprintf(`This host has no tool named %s, so the call didn't run. Call one of the tools this host lists.`, name)
 }
+
+// textArgsNotJSON: the call's arguments are not JSON, so nothing was sent.
+func textArgsNotJSON(tool string) string {
+	return fmt.Sprintf(`The arguments for %s aren't valid JSON, so the call didn't run. Call it again with its arguments as a JSON object.`, tool)
+}

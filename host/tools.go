@@ -48,12 +48,18 @@ func (h *Host) Tools() []Tool {
 }
 
 // refreshNow lists a server's tools, following nextCursor, and keeps those
-// the policy allows; a server whose tools host policy denies is not asked. A listing that fails leaves the last one in place and
+// the policy allows; a server whose tools host policy denies, or that
+// advertises none, is not asked. It reports whether the listing stands (a
+// failed one leaves the last in place). A listing that fails leaves the last one in place and
 // is logged.
-func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) {
+func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) bool {
 	if !toolsAllowed(srv.cfg) {
 		h.log.Debug("tools not listed: host policy denies the server's tools", "server", srv.cfg.ID)
-		return
+		return true
+	}
+	if sess.State().Init.Capabilities.Tools == nil {
+		h.log.Info("tools not listed: the server does not advertise tools", "server", srv.cfg.ID)
+		return true
 	}
 	tools, err := sess.ListTools(ctx, wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
 	var stopped *session.ListingStoppedError
@@ -62,7 +68,7 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 		h.log.Warn("tools/list would not end; keeping what was listed", "server", srv.cfg.ID, "reason", stopped.Reason)
 	case err != nil:
 		h.log.Warn("listing tools failed; the last listing stands", "server", srv.cfg.ID, "error", err.Error())
-		return
+		return false
 	}
 	allowed := tools[:0]
 	for _, t := range tools {
@@ -74,6 +80,7 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 	srv.tools = allowed
 	srv.mu.Unlock()
 	h.log.Debug("tools listed", "server", srv.cfg.ID, "listed", len(tools), "allowed", len(allowed))
+	return true
 }
 
 // refreshLater lists a server's tools in the background, coalesced: at most
@@ -170,6 +177,9 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	}
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
+	}
+	if !json.Valid(args) {
+		return refuse(textArgsNotJSON(name), nil)
 	}
 	var res protocol.CallToolResult
 	err := srv.sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: tool, Arguments: args}, &res,

@@ -97,6 +97,47 @@ func TestErrorAnswerReachable(t *testing.T) {
 	}
 }
 
+// TestClosedBeforeAnswer: a request the host never answers before the
+// connection closes fails as no answer and a closed connection, in an
+// operator's words.
+func TestClosedBeforeAnswer(t *testing.T) {
+	s, conns := chatServer(nil)
+	a, b := transport.Pipe(0)
+	got := make(chan struct{})
+	silent := wire.HandlerFunc(func(_ context.Context, req *wire.Request) (any, error) {
+		if req.Method == protocol.MethodChannelsRegister {
+			req.Defer() // the host goes before it answers
+			close(got)
+		}
+		return nil, nil
+	})
+	peer := wire.NewPeer(a, wire.Options{Name: "server", Handler: silent, Logger: quiet, Timeout: waitFor})
+	served := make(chan error, 1)
+	go func() { served <- server.ServeStream(s, context.Background(), b) }()
+	c := recvConn(t, conns)
+	var rec json.RawMessage
+	if err := peer.Call(context.Background(), protocol.MethodFeatureSetsUpdate, protocol.FeatureSetsUpdateParams{EffectiveCapabilities: allCaps}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	<-c.Ready()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.RegisterChannels(context.Background(), protocol.ChannelDescriptor{ID: "general"})
+		errc <- err
+	}()
+	<-got
+	peer.Close()
+	err := <-errc
+	<-served
+	if !errors.Is(err, server.ErrNoAnswer) || !errors.Is(err, server.ErrConnectionClosed) || errors.Is(err, server.ErrNotSent) {
+		t.Errorf("error %v, want ErrNoAnswer and ErrConnectionClosed", err)
+	}
+	if want := `channels/register to "host": the connection closed before an answer`; err == nil || err.Error() != want {
+		t.Errorf("text %v, want %q", err, want)
+	}
+	wantNoHostWords(t, err)
+}
+
 type ctxKey struct{}
 
 // TestServeHTTPContextValues: the values of the HTTP request's context
