@@ -29,11 +29,10 @@ const version = "0.1.0"
 // layers do more.
 var probeImplements = []string{"tools", "pushEvents", "channels.register", "channels.incoming"}
 
-// The probe's own bounds on the handshake and on channels/list, which
-// --timeout lowers.
-const (
-	channelsListWait = 3 * time.Second
-)
+// channelsListWait bounds channels/list (--timeout lowers it): the
+// channels a server registered are known already, so its listing is not
+// worth waiting the request timeout for.
+const channelsListWait = 3 * time.Second
 
 // probe is one run of `mcplhost probe`.
 type probe struct {
@@ -100,26 +99,8 @@ func (p *probe) run(stderr io.Writer) int {
 		ClientName:        "mcplhost",
 		ClientVersion:     version,
 	})
-	switch {
-	case dialErr != nil:
-		fmt.Fprintf(stderr, "mcplhost probe: could not %s: %v\n", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
-		return exitFail
-	case errors.Is(err, session.ErrRefusedClose):
-		reason := strings.TrimPrefix(err.Error(), session.ErrRefusedClose.Error()+": ")
-		fmt.Fprintf(stderr, "mcplhost probe: policy: refused (fallback close), so the connection is closed: %s\n", reason)
-		return exitFail
-	case err != nil:
-		step := "the policy exchange"
-		var ce *wire.CallError
-		if errors.As(err, &ce) && ce.Method == protocol.MethodInitialize {
-			step = "initialize"
-		}
-		if errors.Is(err, wire.ErrConnClosed) {
-			printEnd(stderr, "mcplhost probe: ", p.f.id, p.ended(step))
-			return exitFail
-		}
-		fmt.Fprintf(stderr, "mcplhost probe: %s failed: %v\n", step, err)
-		return exitFail
+	if err != nil {
+		return p.failed(stderr, err, dialErr)
 	}
 	defer sess.Close()
 
@@ -143,18 +124,16 @@ func (p *probe) run(stderr io.Writer) int {
 		complete = p.alive(sess, &rep, "call "+c.tool)
 	}
 	if complete && p.f.wait > 0 {
+		// The report is complete: a server that ends during the wait is
+		// reported, and probe still succeeds.
 		p.waitFor()
-		complete = p.alive(sess, &rep, "the wait")
+		p.alive(sess, &rep, "the wait")
 	}
 	if p.f.json {
 		// Printed last, the JSON report has every registration and event.
 		rep.Events = p.ev.all()
 		rep.Channels = mergeListed(p.ev.channels(), p.listed.Channels)
-		enc := json.NewEncoder(p.stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "mcplhost probe: %v\n", err)
+		if !p.printJSON(stderr, rep) {
 			return exitFail
 		}
 	} else if rep.Ended != nil {
@@ -164,6 +143,58 @@ func (p *probe) run(stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// failed reports a connect that failed: the dial, the handshake, or a
+// refusal asking to close. With --json it is a report too.
+func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
+	rep := probeReport{Server: probeServer{ID: p.f.id}, PolicyNotes: []probeNote{}, FeatureSets: []probeFeatureSet{},
+		Channels: []probeChannel{}, Tools: []protocol.Tool{}, Calls: []probeResult{}, Events: p.ev.all()}
+	switch {
+	case dialErr != nil:
+		rep.Error = fmt.Sprintf("could not %s: %v", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
+	case errors.Is(err, session.ErrRefusedClose):
+		reason := strings.TrimPrefix(err.Error(), session.ErrRefusedClose.Error()+": ")
+		rep.Error = "policy: refused (fallback close), so the connection is closed: " + reason
+	default:
+		step := "the policy exchange"
+		var ce *wire.CallError
+		if errors.As(err, &ce) && ce.Method == protocol.MethodInitialize {
+			step = "initialize"
+		}
+		if errors.Is(err, wire.ErrConnClosed) {
+			rep.Ended = p.ended(step)
+		} else {
+			rep.Error = fmt.Sprintf("%s failed: %v", step, err)
+		}
+	}
+	if p.f.json {
+		if rep.Ended != nil {
+			var b strings.Builder
+			printEnd(&b, "", p.f.id, rep.Ended)
+			rep.Error = strings.TrimSuffix(strings.SplitN(b.String(), "\n", 2)[0], "\n")
+		}
+		p.printJSON(stderr, rep)
+		return exitFail
+	}
+	if rep.Ended != nil {
+		printEnd(stderr, "mcplhost probe: ", p.f.id, rep.Ended)
+	} else {
+		fmt.Fprintf(stderr, "mcplhost probe: %s\n", rep.Error)
+	}
+	return exitFail
+}
+
+// printJSON prints the report as one indented JSON object.
+func (p *probe) printJSON(stderr io.Writer, rep probeReport) bool {
+	enc := json.NewEncoder(p.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rep); err != nil {
+		fmt.Fprintf(stderr, "mcplhost probe: %v\n", err)
+		return false
+	}
+	return true
 }
 
 // dial opens the server's stream and keeps it, to say how it ended.
@@ -200,6 +231,10 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 func (p *probe) listTools(ctx context.Context, sess *session.Session, rep *probeReport, pol grant.Policy) bool {
 	if !grant.Grantable("tools", probeImplements, pol) {
 		rep.ToolsDenied = true
+		return true
+	}
+	if sess.State().Init.Capabilities.Tools == nil {
+		rep.ToolsNote = "not listed: the server does not advertise tools"
 		return true
 	}
 	tools, err := sess.ListTools(ctx)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -252,5 +253,27 @@ func TestProbeEnvironment(t *testing.T) {
 	code, stdout, stderr = runCLI("probe", "--inherit-env", "--", ts, "-name-from-env", "MCPL_PROBE_SECRET")
 	if code != exitOK || !strings.Contains(stdout, `server "testserver": s3cret 1.0.0`) {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestProbeChannelsListUnanswered is the acceptance: against a server that
+// never answers channels/list, the full report is out within 5 s of the
+// policy settling (the list is asked for 3 s), though each request may take
+// the 60 s default; and probe succeeds.
+func TestProbeChannelsListUnanswered(t *testing.T) {
+	ts := testserver.Binary(t)
+	start := time.Now()
+	code, stdout, stderr := runCLI("probe", "--", ts, "-mcpl", `{"version":"0.5","channels":true}`, "-early", "channels/register", "-ignore", "channels/list")
+	elapsed := time.Since(start)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"policy: accepted\n", "  general: #general\n", "channels/list: not supported: no answer within 3s\n", "tools (12):\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("the report took %s, want it within 5s", elapsed)
 	}
 }

@@ -25,12 +25,15 @@ type probeReport struct {
 	ChannelsList *probeChannelsList `json:"channelsList"`
 	Tools        []protocol.Tool    `json:"tools"`
 	ToolsDenied  bool               `json:"toolsDenied"`
+	ToolsNote    string             `json:"toolsNote,omitempty"`
 	ToolsError   string             `json:"toolsError,omitempty"`
 	Calls        []probeResult      `json:"calls"`
 	Events       []probeEvent       `json:"events"`
-	// Ended says how the connection ended before the report was complete;
-	// null when it did not.
+	// Ended says how the connection ended before the report was complete
+	// (or during --wait); null when it did not.
 	Ended *probeEnd `json:"ended"`
+	// Error says why there is no report, when the connect failed.
+	Error string `json:"error,omitempty"`
 }
 
 type probeServer struct {
@@ -42,9 +45,9 @@ type probeServer struct {
 }
 
 type probePolicy struct {
-	Outcome  grant.Outcome `json:"outcome"`
-	Fallback string        `json:"fallback,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
+	Outcome  grant.PolicyOutcome `json:"outcome"`
+	Fallback string              `json:"fallback,omitempty"`
+	Reason   string              `json:"reason,omitempty"`
 	// Unavailable lists the receipt's unavailable feature sets.
 	Unavailable []protocol.UnavailableFeature `json:"unavailableFeatures"`
 	// Held lists the server's own requests held when the policy went
@@ -232,6 +235,9 @@ func printHeader(w io.Writer, rep probeReport) {
 	switch {
 	case rep.ToolsDenied:
 		fmt.Fprintln(w, "tools: not listed: host policy denies tools")
+		return
+	case rep.ToolsNote != "":
+		fmt.Fprintf(w, "tools: %s\n", rep.ToolsNote)
 		return
 	case rep.ToolsError != "":
 		fmt.Fprintf(w, "tools: error: %s\n", rep.ToolsError)

@@ -71,6 +71,8 @@ type Config struct {
 	PageSize int
 	// NoServerInfo omits serverInfo and protocolVersion from initialize.
 	NoServerInfo bool
+	// NoTools advertises no tools capability and knows no tools methods.
+	NoTools bool
 	// Policy is how featureSets/update is answered: "accept" (the
 	// default), "degrade", "refuse" (fallback mcp-only), "refuse-close",
 	// "method-not-found", "error" (an error with words), or "ignore"
@@ -129,6 +131,8 @@ type Server struct {
 	policies []policySeen
 	early    []json.RawMessage
 	earlyWG  sync.WaitGroup // the early requests still waiting for answers
+	unsent   map[string]int // early requests not yet written, by method
+	sentAll  chan struct{}  // closed once every early request is written
 }
 
 type policySeen struct {
@@ -147,7 +151,15 @@ func Serve(s transport.Stream, cfg Config) {
 	if cfg.Pretty {
 		s = prettyStream{s}
 	}
-	srv := &Server{cfg: cfg, s: s, peerSet: make(chan struct{})}
+	srv := &Server{cfg: cfg, peerSet: make(chan struct{}), unsent: map[string]int{}, sentAll: make(chan struct{})}
+	for _, m := range cfg.Early {
+		srv.unsent[m]++
+	}
+	if len(cfg.Early) == 0 {
+		close(srv.sentAll)
+	}
+	s = earlyStream{s, srv}
+	srv.s = s
 	for _, line := range cfg.Banner {
 		s.Write(context.Background(), []byte(line))
 	}
@@ -207,12 +219,22 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		}
 		return nil, nil
 	case protocol.MethodFeatureSetsUpdate:
+		// The early requests go out before the policy's answer, as from a
+		// server that sends them right after initialized: the host has
+		// them before it has the answer.
+		select {
+		case <-srv.sentAll:
+		case <-ctx.Done():
+		}
 		return srv.policy(ctx, req)
 	case protocol.MethodChannelsList:
 		if len(srv.cfg.MCPL) > 0 {
 			return protocol.ChannelsListResult{Channels: []protocol.ChannelDescriptor{{ID: "general", Label: "#general"}}}, nil
 		}
 	case protocol.MethodToolsList:
+		if srv.cfg.NoTools {
+			break
+		}
 		return srv.listTools(req.Params)
 	case protocol.MethodToolsCall:
 		return srv.callTool(ctx, req)
@@ -232,6 +254,45 @@ func neverAnswer(ctx context.Context, req *wire.Request) (any, error) {
 	return nil, nil
 }
 
+// earlyStream tells the server when each of its early requests has been
+// written.
+type earlyStream struct {
+	transport.Stream
+	srv *Server
+}
+
+func (e earlyStream) Write(ctx context.Context, msg []byte) error {
+	err := e.Stream.Write(ctx, msg)
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err == nil && json.Unmarshal(msg, &m) == nil && m.ID != nil {
+		e.srv.mu.Lock()
+		if n := e.srv.unsent[m.Method]; n > 0 {
+			e.srv.unsent[m.Method] = n - 1
+			if allZero(e.srv.unsent) {
+				select {
+				case <-e.srv.sentAll:
+				default:
+					close(e.srv.sentAll)
+				}
+			}
+		}
+		e.srv.mu.Unlock()
+	}
+	return err
+}
+
+func allZero(m map[string]int) bool {
+	for _, n := range m {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // prettyStream writes each message indented, over several lines.
 type prettyStream struct{ transport.Stream }
 
@@ -245,7 +306,10 @@ func (p prettyStream) Write(ctx context.Context, msg []byte) error {
 }
 
 func (srv *Server) capabilities() map[string]any {
-	caps := map[string]any{"tools": map[string]any{}}
+	caps := map[string]any{}
+	if !srv.cfg.NoTools {
+		caps["tools"] = map[string]any{}
+	}
 	if len(srv.cfg.MCPL) > 0 {
 		caps["experimental"] = map[string]json.RawMessage{"mcpl": srv.cfg.MCPL}
 	}

@@ -45,6 +45,7 @@ func main() {
 	flag.Var(&early, "early", "a method to send the host right after initialized, before policy (repeatable)")
 	flag.StringVar(&cfg.HoldInitialize, "hold-initialize", "", "a FIFO to open before answering initialize (held until a test opens it for writing)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
+	flag.BoolVar(&cfg.NoTools, "no-tools", false, "advertise no tools and know no tools methods")
 	var exitOn, ignore lines
 	flag.Var(&exitOn, "exit-on", "METHOD=CODE: exit with CODE when METHOD arrives (repeatable)")
 	flag.Var(&ignore, "ignore", "a method never to answer (repeatable)")
