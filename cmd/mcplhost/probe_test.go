@@ -65,6 +65,9 @@ func TestDefaultID(t *testing.T) {
 		{"", []string{"python3", "-u", "heartbeat_mcpl.py"}, "heartbeat_mcpl"},
 		{"", []string{"npx", "-y", "discord-mcpl"}, "discord-mcpl"},
 		{"", []string{"go", "run", "."}, "server"},
+		{"", []string{"sh", "-c", "exec ./srv --port 1"}, "sh"},
+		{"", []string{"bash", "./start-server.sh"}, "start-server"},
+		{"", []string{"node", "-e", "require('x')"}, "node"},
 		{"ws://127.0.0.1:8080/mcpl", nil, "127.0.0.1"},
 		{"wss://chat.example.com/mcpl?x=1", nil, "chat.example.com"},
 	} {

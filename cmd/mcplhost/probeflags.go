@@ -198,8 +198,12 @@ func defaultID(rawURL string, argv []string) string {
 	}
 	name := filepath.Base(argv[0])
 	if runners[name] {
+	args:
 		for _, a := range argv[1:] {
-			if a == "run" || strings.HasPrefix(a, "-") {
+			switch {
+			case a == "-c" || a == "-e" || a == "--eval":
+				break args // an inline script names no program: the runner's name stands
+			case a == "run" || strings.HasPrefix(a, "-"):
 				continue
 			}
 			name = filepath.Base(strings.TrimRight(a, "/"))
