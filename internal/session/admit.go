@@ -44,10 +44,10 @@ var removedMethods = map[string]string{
 // known, then admitted or rejected against it, in arrival order; a method
 // whose capability it can never grant on this connection (not implemented,
 // disabled by host policy, not advertised by the server) is rejected at
-// once, held or not. Nothing is admitted that the
-// grant does not allow. Everything else (ping, tools/list_changed) is
-// answered at once, held messages or not: holding is a side queue, not a
-// stop of the connection's dispatch.
+// once, held or not. Nothing is admitted that the grant does not allow.
+// Everything else (ping, tools/list_changed) is answered at once, held
+// messages or not: holding is a side queue, not a stop of the connection's
+// dispatch.
 func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	if msg, ok := removedMethods[req.Method]; ok {
 		return nil, &protocol.Error{Code: protocol.CodeMethodNotFound, Message: msg}
