@@ -148,8 +148,8 @@ func (p *probe) run(stderr io.Writer) int {
 // failed reports a connect that failed: the dial, the handshake, or a
 // refusal asking to close. With --json it is a report too.
 func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
-	rep := probeReport{Server: probeServer{ID: p.f.id}, PolicyNotes: []probeNote{}, FeatureSets: []probeFeatureSet{},
-		Channels: []probeChannel{}, Tools: []protocol.Tool{}, Calls: []probeResult{}, Events: p.ev.all()}
+	rep := emptyReport(p.f.id)
+	rep.Events = p.ev.all()
 	switch {
 	case dialErr != nil:
 		rep.Error = fmt.Sprintf("could not %s: %v", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
@@ -164,16 +164,12 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 		}
 		if errors.Is(err, wire.ErrConnClosed) {
 			rep.Ended = p.ended(step)
+			rep.Error = endLine(p.f.id, rep.Ended)
 		} else {
 			rep.Error = fmt.Sprintf("%s failed: %v", step, err)
 		}
 	}
 	if p.f.json {
-		if rep.Ended != nil {
-			var b strings.Builder
-			printEnd(&b, "", p.f.id, rep.Ended)
-			rep.Error = strings.TrimSuffix(strings.SplitN(b.String(), "\n", 2)[0], "\n")
-		}
 		p.printJSON(stderr, rep)
 		return exitFail
 	}

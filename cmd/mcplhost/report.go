@@ -127,12 +127,11 @@ type probeEnd struct {
 	Stderr   []string `json:"stderr"`
 }
 
-// newProbeReport fills what the handshake and policy exchange found.
-func newProbeReport(id string, st session.State, notes []grant.PatternNote) probeReport {
-	init := st.Init
-	rep := probeReport{
-		Server:      probeServer{ID: id, ProtocolVersion: init.ProtocolVersion, Instructions: init.Instructions},
-		MCPL:        init.Capabilities.MCPL(),
+// emptyReport is the report of the server id before anything is known,
+// its lists [] rather than null.
+func emptyReport(id string) probeReport {
+	return probeReport{
+		Server:      probeServer{ID: id},
 		PolicyNotes: []probeNote{},
 		FeatureSets: []probeFeatureSet{},
 		Channels:    []probeChannel{},
@@ -140,6 +139,14 @@ func newProbeReport(id string, st session.State, notes []grant.PatternNote) prob
 		Calls:       []probeResult{},
 		Events:      []probeEvent{},
 	}
+}
+
+// newProbeReport fills what the handshake and policy exchange found.
+func newProbeReport(id string, st session.State, notes []grant.PatternNote) probeReport {
+	init := st.Init
+	rep := emptyReport(id)
+	rep.Server.ProtocolVersion, rep.Server.Instructions = init.ProtocolVersion, init.Instructions
+	rep.MCPL = init.Capabilities.MCPL()
 	if init.ServerInfo != nil {
 		rep.Server.Name, rep.Server.Version = init.ServerInfo.Name, init.ServerInfo.Version
 	}
@@ -353,9 +360,20 @@ func printEvent(w io.Writer, e probeEvent) {
 	fmt.Fprintln(w, line)
 }
 
-// printEnd says how the connection ended, at which step, and the last
-// lines of the server's stderr.
+// printEnd says how the connection ended, at which step (endLine), and the
+// last lines of the server's stderr.
 func printEnd(w io.Writer, prefix, id string, e *probeEnd) {
+	fmt.Fprintf(w, "%s%s\n", prefix, endLine(id, e))
+	if len(e.Stderr) > 0 {
+		fmt.Fprintf(w, "%sthe last lines of its stderr:\n", prefix)
+		for _, l := range e.Stderr {
+			fmt.Fprintf(w, "  | %s\n", l)
+		}
+	}
+}
+
+// endLine says in one line how the server's connection ended, and when.
+func endLine(id string, e *probeEnd) string {
 	var how string
 	switch {
 	case e.ExitCode != nil && e.Signal != "":
@@ -373,13 +391,7 @@ func printEnd(w io.Writer, prefix, id string, e *probeEnd) {
 	default:
 		how = "closed its connection"
 	}
-	fmt.Fprintf(w, "%sthe %q server %s during %s\n", prefix, id, how, e.Step)
-	if len(e.Stderr) > 0 {
-		fmt.Fprintf(w, "%sthe last lines of its stderr:\n", prefix)
-		for _, l := range e.Stderr {
-			fmt.Fprintf(w, "  | %s\n", l)
-		}
-	}
+	return fmt.Sprintf("the %q server %s during %s", id, how, e.Step)
 }
 
 func compact(raw json.RawMessage) string {

@@ -79,10 +79,7 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	})
 	st, why, err := c.handshake(ctx)
 	if err != nil {
-		// What was held is refused, while the stream still takes the
-		// answers, then the connection closes.
-		c.settle(emptyGrant(), whyFailed)
-		c.peer.Close()
+		c.abandon(whyFailed)
 		if errors.Is(err, ErrRefusedClose) {
 			s.mu.Lock()
 			s.state = st
@@ -93,15 +90,13 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	// What the server sent before its policy answer is decided against
 	// that policy: the dispatcher hands it over (to the held queue) first.
 	if err := c.peer.Sync(ctx); err != nil {
-		c.settle(emptyGrant(), whyFailed)
-		c.peer.Close()
+		c.abandon(whyFailed)
 		return err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		c.settle(emptyGrant(), whyClosed)
-		c.peer.Close()
+		c.abandon(whyClosed)
 		return ErrClosed
 	}
 	s.conn = c
@@ -121,6 +116,14 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// abandon ends a connection that will not be installed: what it held is
+// refused (saying why), while the stream still takes the answers, and then
+// it closes.
+func (c *conn) abandon(why string) {
+	c.settle(emptyGrant(), why)
+	c.peer.Close()
 }
 
 // offer records what the server advertised (nil, with why, for none).

@@ -31,7 +31,9 @@ func TestShortDuration(t *testing.T) {
 	}
 }
 
-func TestOneLine(t *testing.T) {
+// TestFlatten: the one cleaning of a peer's words, for the operator's line
+// (OneLine) and the agent's (host's serverWords).
+func TestFlatten(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"disk full", "disk full"},
 		{"  padded  ", "padded"},
@@ -52,6 +54,9 @@ func TestOneLine(t *testing.T) {
 		{"ünïcödé ✓", "ünïcödé ✓"},
 	}
 	for _, c := range cases {
+		if got := Flatten(c.in); got != c.want {
+			t.Errorf("Flatten(%q) = %q, want %q", c.in, got, c.want)
+		}
 		if got := OneLine(c.in, 500); got != c.want {
 			t.Errorf("OneLine(%q, 500) = %q, want %q", c.in, got, c.want)
 		}
