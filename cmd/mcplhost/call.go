@@ -70,7 +70,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		case "v", "verbose":
 			verbose = true
 		case "h", "help":
-			fmt.Fprint(stdout, callUsage)
+			printer{stdout}.text(callUsage)
 			return exitOK
 		default:
 			return callUsageError(stderr, "unknown flag "+a)
@@ -91,10 +91,10 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
-				fmt.Fprintln(stderr, p.String())
+				printer{stderr}.linef("%s", p)
 			}
 		} else {
-			fmt.Fprintf(stderr, "mcplhost call: %v\n", err)
+			printer{stderr}.linef("mcplhost call: %v", err)
 		}
 		return exitUsage
 	}
@@ -102,7 +102,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	h := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
+	h := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level)))})
 	defer h.Close()
 	h.Start(cfg)
 	if wait > 0 {
@@ -115,20 +115,20 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := h.CallTool(context.Background(), tool, rawArgs)
 	if err != nil {
-		fmt.Fprintf(stdout, "error: %s\n", err.Error())
+		printer{stdout}.linef("error: %s", err)
 		return exitFail
 	}
-	fmt.Fprintln(stdout, "ok")
+	printer{stdout}.linef("ok")
 	if text := res.Text(); text != "" || len(res.Content) == 0 {
-		fmt.Fprintln(stdout, text)
+		printer{stdout}.block(text, "")
 	} else {
 		b, _ := json.Marshal(res.Content)
-		fmt.Fprintln(stdout, string(b))
+		printer{stdout}.linef("%s", b)
 	}
 	return exitOK
 }
 
 func callUsageError(stderr io.Writer, msg string) int {
-	fmt.Fprintf(stderr, "mcplhost call: %s\n\n%s", msg, callUsage)
+	printer{stderr}.usageError(callUsage, "mcplhost call: %s", msg)
 	return exitUsage
 }

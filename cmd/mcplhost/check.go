@@ -29,18 +29,18 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, checkUsage)
+			printer{stdout}.text(checkUsage)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "mcplhost check: %v\n\n%s", err, checkUsage)
+		printer{stderr}.usageError(checkUsage, "mcplhost check: %v", err)
 		return exitUsage
 	}
 	switch {
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "mcplhost check: unexpected argument %q: give the file with --config FILE\n\n%s", fs.Arg(0), checkUsage)
+		printer{stderr}.usageError(checkUsage, "mcplhost check: unexpected argument %q: give the file with --config FILE", fs.Arg(0))
 		return exitUsage
 	case *path == "":
-		fmt.Fprintf(stderr, "mcplhost check: give the file with --config FILE\n\n%s", checkUsage)
+		printer{stderr}.usageError(checkUsage, "mcplhost check: give the file with --config FILE")
 		return exitUsage
 	}
 	cfg, err := config.Load(*path)
@@ -48,15 +48,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &cerr):
 		for _, p := range cerr.Problems {
-			fmt.Fprintln(stderr, p)
+			printer{stderr}.linef("%s", p)
 		}
-		fmt.Fprintf(stderr, "config %s: %s\n", *path, checkCount(len(cerr.Problems), "problem"))
+		printer{stderr}.linef("config %s: %s", *path, checkCount(len(cerr.Problems), "problem"))
 		return exitFail
 	case err != nil:
-		fmt.Fprintf(stderr, "mcplhost check: %v\n", err)
+		printer{stderr}.linef("mcplhost check: %v", err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "config %s: ok (%s)\n", *path, checkCount(len(cfg.Servers), "server"))
+	printer{stdout}.linef("config %s: ok (%s)", *path, checkCount(len(cfg.Servers), "server"))
 	return exitOK
 }
 

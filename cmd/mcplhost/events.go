@@ -5,46 +5,160 @@ import (
 	"encoding/json"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/term"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
+// Bounds on what probe keeps and prints of the privileged messages a
+// server sends, which it may send without end (docs/limits.md).
+const (
+	// maxEventsPerMethod events of each method are kept for the JSON
+	// report and printed in the text one; the rest are counted.
+	maxEventsPerMethod = 20
+	// maxEventLine bounds an event's text line, in runes.
+	maxEventLine = 300
+	// maxEventPart bounds, in bytes, the params and the answer kept of an
+	// event (larger ones are replaced by their size) and its reason (cut).
+	maxEventPart = 4 << 10
+	// maxChannels registered channels are kept; registrations of more
+	// are counted and ignored, as is a channel whose id is over
+	// maxChannelID bytes. A label, type or direction is cut to
+	// maxChannelField bytes.
+	maxChannels     = 1000
+	maxChannelID    = 1 << 10
+	maxChannelField = 256
+)
+
 // eventLog keeps the privileged messages a server sends, the admission
-// decision on each and the answer it got, and the channels it registered.
-// In text mode it prints each message as it arrives once the report's
-// header is out, and those that came before right after it.
+// decision on each and the answer it got, and the channels it registered,
+// within the bounds above. In text mode it prints each kept message as it
+// arrives once the report's header is out, and those that came before
+// right after it; once a method passes maxEventsPerMethod it says so once,
+// and finish says how many of each were counted, not printed.
+//
+// The methods are the few privileged ones session reports (OnInbound), so
+// the counts by method stay small.
 type eventLog struct {
 	out  io.Writer
 	json bool
 
 	mu         sync.Mutex
-	events     []probeEvent
-	live       bool
-	registered []protocol.ChannelDescriptor // registered and accepted, in order
+	events     []probeEvent   // the first maxEventsPerMethod of each method
+	lines      []string       // their lines in the text report (text mode)
+	counts     map[string]int // every event, by method
+	live       bool           // printing as events arrive
+	done       bool           // finish has printed its summary: no more printing
+	registered []probeChannel // registered and accepted, in order; at most maxChannels
+	ignored    int            // channels not kept
 }
 
 func (l *eventLog) add(in session.Inbound) {
-	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: in.Reason,
-		Params: append(json.RawMessage(nil), in.Params...), Answer: in.Answer}
-	if len(e.Params) == 0 {
-		e.Params = json.RawMessage("null")
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, e)
 	if in.Admitted {
 		l.record(in)
 	}
-	if l.live && !l.json {
-		printEvent(l.out, e)
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[in.Method]++
+	printing := l.live && !l.done && !l.json
+	if n := l.counts[in.Method]; n > maxEventsPerMethod {
+		if n == maxEventsPerMethod+1 && printing {
+			l.printCounted(in.Method)
+		}
+		return
+	}
+	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: cutBytes(in.Reason, maxEventPart)}
+	e.Params, e.ParamsOmitted = keepPart(in.Params)
+	if len(in.Params) == 0 {
+		e.Params = json.RawMessage("null")
+	}
+	e.Answer, e.AnswerOmitted = keepPart(in.Answer)
+	l.events = append(l.events, e)
+	if l.json {
+		return
+	}
+	line := eventLine(in)
+	l.lines = append(l.lines, line)
+	if printing {
+		printer{l.out}.linef("%s", line)
 	}
 }
 
+// keepPart copies raw when it is within maxEventPart bytes; otherwise it
+// returns nil and raw's size.
+func keepPart(raw json.RawMessage) (json.RawMessage, int) {
+	if len(raw) > maxEventPart {
+		return nil, len(raw)
+	}
+	if raw == nil {
+		return nil, 0
+	}
+	return append(json.RawMessage{}, raw...), 0
+}
+
+// eventLine is an event's line in the text report, escaped (term.Line)
+// and cut to maxEventLine runes.
+func eventLine(in session.Inbound) string {
+	verdict := "admitted"
+	if !in.Admitted {
+		verdict = "rejected: " + in.Reason
+	} else if in.Reason != "" {
+		verdict += " (" + in.Reason + ")"
+	}
+	params := in.Params
+	if len(params) == 0 {
+		params = json.RawMessage("null")
+	}
+	line := "event " + in.Method + ": " + verdict + " " + compact(params)
+	if in.Admitted && in.Answer != nil {
+		line += " -> " + compact(in.Answer)
+	}
+	return cutRunes(term.Line(line), maxEventLine)
+}
+
+// cutRunes cuts s to n runes, ending it with "…" and how many bytes were
+// cut, when it is longer.
+func cutRunes(s string, n int) string {
+	i, runes := 0, 0
+	for i < len(s) && runes < n {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		runes++
+	}
+	if i == len(s) {
+		return s
+	}
+	return s[:i] + "… (" + strconv.Itoa(len(s)-i) + " bytes cut)"
+}
+
+// cutBytes cuts s to at most n bytes, on a rune boundary, ending it with
+// "…" when it is longer.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// printCounted says, once, that method's further events are counted.
+func (l *eventLog) printCounted(method string) {
+	printer{l.out}.linef("event %s: more than %d arrived; further %s events are counted, not printed", method, maxEventsPerMethod, method)
+}
+
 // record keeps the channels an admitted registration or change added,
-// updated or removed.
+// updated or removed, up to maxChannels.
 func (l *eventLog) record(in session.Inbound) {
 	var added []protocol.ChannelDescriptor
 	var removed []string
@@ -64,24 +178,79 @@ func (l *eventLog) record(in session.Inbound) {
 	default:
 		return
 	}
-	l.registered = slices.DeleteFunc(l.registered, func(d protocol.ChannelDescriptor) bool { return slices.Contains(removed, d.ID) })
-	for _, d := range added {
-		if i := slices.IndexFunc(l.registered, func(x protocol.ChannelDescriptor) bool { return x.ID == d.ID }); i >= 0 {
-			l.registered[i] = d
-		} else {
-			l.registered = append(l.registered, d)
+	if len(removed) > 0 {
+		gone := make(map[string]bool, len(removed))
+		for _, id := range removed {
+			gone[id] = true
 		}
+		l.registered = slices.DeleteFunc(l.registered, func(c probeChannel) bool { return gone[c.ID] })
+	}
+	index := make(map[string]int, len(l.registered))
+	for i, c := range l.registered {
+		index[c.ID] = i
+	}
+	for _, d := range added {
+		c := probeChannel{ID: d.ID, Label: cutBytes(d.Label, maxChannelField), Type: cutBytes(d.Type, maxChannelField),
+			Direction: cutBytes(d.Direction, maxChannelField), Registered: true}
+		if i, ok := index[d.ID]; ok {
+			l.registered[i] = c
+			continue
+		}
+		if len(l.registered) >= maxChannels || len(d.ID) > maxChannelID {
+			l.ignored++
+			continue
+		}
+		index[d.ID] = len(l.registered)
+		l.registered = append(l.registered, c)
 	}
 }
 
-// goLive prints what arrived so far and every later event as it comes.
+// goLive prints what was kept so far, says which methods are counted
+// already, and prints every later event as it comes.
 func (l *eventLog) goLive() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, e := range l.events {
-		printEvent(l.out, e)
+	for _, line := range l.lines {
+		printer{l.out}.linef("%s", line)
+	}
+	for _, m := range l.overflowing() {
+		l.printCounted(m)
 	}
 	l.live = true
+}
+
+// finish ends the printing: in text mode it says how many events of each
+// method were counted, not printed, and how many channels were ignored.
+// Events that come later are counted only.
+func (l *eventLog) finish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return
+	}
+	l.done = true
+	if l.json {
+		return
+	}
+	for _, m := range l.overflowing() {
+		printer{l.out}.linef("events: %d further %s events were counted, not printed", l.counts[m]-maxEventsPerMethod, m)
+	}
+	if l.ignored > 0 {
+		printer{l.out}.linef("channels: %d more registered channels were ignored (at most %d are kept)", l.ignored, maxChannels)
+	}
+}
+
+// overflowing returns the methods with more than maxEventsPerMethod
+// events, in order.
+func (l *eventLog) overflowing() []string {
+	var out []string
+	for m, n := range l.counts {
+		if n > maxEventsPerMethod {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (l *eventLog) all() []probeEvent {
@@ -90,27 +259,44 @@ func (l *eventLog) all() []probeEvent {
 	return append([]probeEvent{}, l.events...)
 }
 
+// omitted returns how many events of each method were not kept (an empty
+// map when none were), and how many channels were ignored.
+func (l *eventLog) omitted() (map[string]int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, m := range l.overflowing() {
+		out[m] = l.counts[m] - maxEventsPerMethod
+	}
+	return out, l.ignored
+}
+
 // channels returns the registered channels, for the report.
 func (l *eventLog) channels() []probeChannel {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := []probeChannel{}
-	for _, d := range l.registered {
-		out = append(out, probeChannel{ID: d.ID, Label: d.Label, Type: d.Type, Direction: d.Direction, Registered: true})
-	}
-	return out
+	return append([]probeChannel{}, l.registered...)
 }
 
 // mergeListed marks the registered channels channels/list also gave, and
-// adds those it gave that were not registered.
+// adds those it gave that were not registered, up to maxChannels in all.
 func mergeListed(registered []probeChannel, listed []protocol.ChannelDescriptor) []probeChannel {
 	out := registered
+	index := make(map[string]int, len(out))
+	for i, c := range out {
+		index[c.ID] = i
+	}
 	for _, d := range listed {
-		if i := slices.IndexFunc(out, func(c probeChannel) bool { return c.ID == d.ID }); i >= 0 {
+		if i, ok := index[d.ID]; ok {
 			out[i].Listed = true
 			continue
 		}
-		out = append(out, probeChannel{ID: d.ID, Label: d.Label, Type: d.Type, Direction: d.Direction, Listed: true})
+		if len(out) >= maxChannels || len(d.ID) > maxChannelID {
+			continue
+		}
+		index[d.ID] = len(out)
+		out = append(out, probeChannel{ID: d.ID, Label: cutBytes(d.Label, maxChannelField), Type: cutBytes(d.Type, maxChannelField),
+			Direction: cutBytes(d.Direction, maxChannelField), Listed: true})
 	}
 	return out
 }

@@ -10,7 +10,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 )
@@ -38,7 +37,7 @@ const (
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		printer{stderr}.text(usage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -49,9 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "call":
 		return runCall(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
+		printer{stdout}.text(usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "mcplhost: unknown command %q\n%s", args[0], usage)
+	printer{stderr}.linef("mcplhost: unknown command %q", args[0])
+	printer{stderr}.text(usage)
 	return exitUsage
 }

@@ -51,18 +51,18 @@ type probe struct {
 func runProbe(args []string, stdout, stderr io.Writer) int {
 	f, err := parseProbeFlags(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: %v\n\n%s", err, probeUsage)
+		printer{stderr}.usageError(probeUsage, "mcplhost probe: %v", err)
 		return exitUsage
 	}
 	if f.help {
-		fmt.Fprint(stdout, probeUsage)
+		printer{stdout}.text(probeUsage)
 		return exitOK
 	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), gone: make(chan struct{})}
+	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, logOptions(level))), gone: make(chan struct{})}
 	p.ev = &eventLog{out: stdout, json: f.json}
 	return p.run(stderr)
 }
@@ -129,6 +129,7 @@ func (p *probe) run(stderr io.Writer) int {
 		p.waitFor()
 		p.alive(sess, &rep, "the wait")
 	}
+	p.ev.finish()
 	if p.f.json {
 		// Printed last, the JSON report has every registration and event.
 		rep.Events = p.ev.all()
@@ -176,18 +177,17 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 	if rep.Ended != nil {
 		printEnd(stderr, "mcplhost probe: ", p.f.id, rep.Ended)
 	} else {
-		fmt.Fprintf(stderr, "mcplhost probe: %s\n", rep.Error)
+		printer{stderr}.linef("mcplhost probe: %s", rep.Error)
 	}
 	return exitFail
 }
 
-// printJSON prints the report as one indented JSON object.
+// printJSON prints the report as one indented JSON object, with what the
+// event log left out.
 func (p *probe) printJSON(stderr io.Writer, rep probeReport) bool {
-	enc := json.NewEncoder(p.stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rep); err != nil {
-		fmt.Fprintf(stderr, "mcplhost probe: %v\n", err)
+	rep.EventsOmitted, rep.ChannelsIgnored = p.ev.omitted()
+	if err := (printer{p.stdout}).json(rep); err != nil {
+		printer{stderr}.linef("mcplhost probe: %v", err)
 		return false
 	}
 	return true

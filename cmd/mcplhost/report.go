@@ -28,7 +28,14 @@ type probeReport struct {
 	ToolsNote    string             `json:"toolsNote,omitempty"`
 	ToolsError   string             `json:"toolsError,omitempty"`
 	Calls        []probeResult      `json:"calls"`
-	Events       []probeEvent       `json:"events"`
+	// Events are the first maxEventsPerMethod privileged messages of
+	// each method; EventsOmitted counts, by method, those left out ({}
+	// when none were).
+	Events        []probeEvent   `json:"events"`
+	EventsOmitted map[string]int `json:"eventsOmitted"`
+	// ChannelsIgnored counts the channels registered beyond the
+	// maxChannels kept.
+	ChannelsIgnored int `json:"channelsIgnored"`
 	// Ended says how the connection ended before the report was complete
 	// (or during --wait); null when it did not.
 	Ended *probeEnd `json:"ended"`
@@ -114,6 +121,10 @@ type probeEvent struct {
 	// Answer is what the host answered a request with: a result, or an
 	// error object; null for a notification.
 	Answer json.RawMessage `json:"answer"`
+	// ParamsOmitted and AnswerOmitted give the size in bytes of params or
+	// an answer over maxEventPart, which is not kept: it is null then.
+	ParamsOmitted int `json:"paramsOmitted,omitempty"`
+	AnswerOmitted int `json:"answerOmitted,omitempty"`
 }
 
 // probeEnd is how the connection ended, and at which step.
@@ -128,16 +139,17 @@ type probeEnd struct {
 }
 
 // emptyReport is the report of the server id before anything is known,
-// its lists [] rather than null.
+// its lists [] and maps {} rather than null.
 func emptyReport(id string) probeReport {
 	return probeReport{
-		Server:      probeServer{ID: id},
-		PolicyNotes: []probeNote{},
-		FeatureSets: []probeFeatureSet{},
-		Channels:    []probeChannel{},
-		Tools:       []protocol.Tool{},
-		Calls:       []probeResult{},
-		Events:      []probeEvent{},
+		Server:        probeServer{ID: id},
+		PolicyNotes:   []probeNote{},
+		FeatureSets:   []probeFeatureSet{},
+		Channels:      []probeChannel{},
+		Tools:         []protocol.Tool{},
+		Calls:         []probeResult{},
+		Events:        []probeEvent{},
+		EventsOmitted: map[string]int{},
 	}
 }
 
@@ -188,73 +200,72 @@ func orEmpty(l []string) []string {
 }
 
 func printHeader(w io.Writer, rep probeReport) {
+	out := printer{w}
 	s := rep.Server
 	switch {
 	case s.Name == "" && s.ProtocolVersion == "":
-		fmt.Fprintf(w, "server %q: no serverInfo given\n", s.ID)
+		out.linef("server %q: no serverInfo given", s.ID)
+	case s.ProtocolVersion != "":
+		out.linef("server %q: %s %s (protocol %s)", s.ID, orDash(s.Name), s.Version, s.ProtocolVersion)
 	default:
-		fmt.Fprintf(w, "server %q: %s %s", s.ID, orDash(s.Name), s.Version)
-		if s.ProtocolVersion != "" {
-			fmt.Fprintf(w, " (protocol %s)", s.ProtocolVersion)
-		}
-		fmt.Fprintln(w)
+		out.linef("server %q: %s %s", s.ID, orDash(s.Name), s.Version)
 	}
 	if rep.MCPL == nil {
-		fmt.Fprintln(w, "mcpl: none (a plain MCP server)")
+		out.linef("mcpl: none (a plain MCP server)")
 	} else {
-		fmt.Fprintf(w, "mcpl: %s\n", compact(rep.MCPL))
+		out.linef("mcpl: %s", compact(rep.MCPL))
 	}
 	if rep.Policy != nil {
-		fmt.Fprintf(w, "policy: %s\n", policyLine(*rep.Policy, rep.ToolsDenied))
+		out.linef("policy: %s", policyLine(*rep.Policy, rep.ToolsDenied))
 		for _, u := range rep.Policy.Unavailable {
-			fmt.Fprintf(w, "  unavailable: %s (%s; missing %s)\n", u.FeatureSet, u.Effect, listOrNone(u.MissingCapabilities))
+			out.linef("  unavailable: %s (%s; missing %s)", u.FeatureSet, u.Effect, listOrNone(u.MissingCapabilities))
 		}
 		if len(rep.Policy.Held) > 0 {
-			fmt.Fprintf(w, "  note: the server's own %s waited on this host while the policy went unanswered: a server that waits for its own request's answer before it reads the policy deadlocks there\n",
+			out.linef("  note: the server's own %s waited on this host while the policy went unanswered: a server that waits for its own request's answer before it reads the policy deadlocks there",
 				strings.Join(rep.Policy.Held, ", "))
 		}
 	}
 	for _, n := range rep.PolicyNotes {
-		fmt.Fprintf(w, "note: %s %s %s, so it does nothing\n", n.Flag, n.Pattern, noteProblem(n))
+		out.linef("note: %s %s %s, so it does nothing", n.Flag, n.Pattern, noteProblem(n))
 	}
 	if g := rep.Grant; g != nil {
-		fmt.Fprintf(w, "grant: effective: %s\n", listOrNone(g.Effective))
+		out.linef("grant: effective: %s", listOrNone(g.Effective))
 		if len(g.NotEstablished) > 0 {
-			fmt.Fprintf(w, "grant: withheld, as the policy is not established: %s\n", strings.Join(g.NotEstablished, ", "))
+			out.linef("grant: withheld, as the policy is not established: %s", strings.Join(g.NotEstablished, ", "))
 		}
-		fmt.Fprintf(w, "grant: denied by policy: %s\n", listOrNone(g.DeniedByPolicy))
-		fmt.Fprintf(w, "grant: not implemented by this host: %s\n", listOrNone(g.NotImplemented))
-		fmt.Fprintf(w, "feature sets (%d):\n", len(rep.FeatureSets))
+		out.linef("grant: denied by policy: %s", listOrNone(g.DeniedByPolicy))
+		out.linef("grant: not implemented by this host: %s", listOrNone(g.NotImplemented))
+		out.linef("feature sets (%d):", len(rep.FeatureSets))
 		for _, fs := range rep.FeatureSets {
-			line := "  " + fs.Name + ": " + fs.State
+			var about string
 			switch {
 			case fs.Invalid != "":
-				line += " (" + fs.Reason + ": " + fs.Invalid + ")"
+				about = " (" + fs.Reason + ": " + fs.Invalid + ")"
 			case len(fs.Missing) > 0:
-				line += " (" + fs.Reason + ": missing " + strings.Join(fs.Missing, ", ") + ")"
+				about = " (" + fs.Reason + ": missing " + strings.Join(fs.Missing, ", ") + ")"
 			case fs.Reason != "":
-				line += " (" + fs.Reason + ")"
+				about = " (" + fs.Reason + ")"
 			}
-			fmt.Fprintln(w, line)
+			out.linef("  %s: %s%s", fs.Name, fs.State, about)
 		}
-		printChannels(w, rep)
+		printChannels(out, rep)
 	}
 	switch {
 	case rep.ToolsDenied:
-		fmt.Fprintln(w, "tools: not listed: host policy denies tools")
+		out.linef("tools: not listed: host policy denies tools")
 		return
 	case rep.ToolsNote != "":
-		fmt.Fprintf(w, "tools: %s\n", rep.ToolsNote)
+		out.linef("tools: %s", rep.ToolsNote)
 		return
 	case rep.ToolsError != "":
-		fmt.Fprintf(w, "tools: error: %s\n", rep.ToolsError)
+		out.linef("tools: error: %s", rep.ToolsError)
 	}
-	fmt.Fprintf(w, "tools (%d):\n", len(rep.Tools))
+	out.linef("tools (%d):", len(rep.Tools))
 	for _, t := range rep.Tools {
 		if t.Description != "" {
-			fmt.Fprintf(w, "  %s: %s\n", t.Name, oneLine(t.Description))
+			out.linef("  %s: %s", t.Name, oneLine(t.Description))
 		} else {
-			fmt.Fprintf(w, "  %s\n", t.Name)
+			out.linef("  %s", t.Name)
 		}
 	}
 }
@@ -268,14 +279,14 @@ func noteProblem(n probeNote) string {
 
 // printChannels prints the channels as a table, as tools are, with what
 // channels/list said.
-func printChannels(w io.Writer, rep probeReport) {
+func printChannels(out printer, rep probeReport) {
 	if rep.ChannelsList == nil && len(rep.Channels) == 0 {
-		fmt.Fprintln(w, "channels: not asked (channels.register is not granted)")
+		out.linef("channels: not asked (channels.register is not granted)")
 		return
 	}
-	fmt.Fprintf(w, "channels (%d):\n", len(rep.Channels))
+	out.linef("channels (%d):", len(rep.Channels))
+	listed := 0
 	for _, c := range rep.Channels {
-		line := "  " + c.ID
 		var about []string
 		if c.Label != "" {
 			about = append(about, c.Label)
@@ -286,6 +297,7 @@ func printChannels(w io.Writer, rep probeReport) {
 		if c.Direction != "" {
 			about = append(about, c.Direction)
 		}
+		line := c.ID
 		if len(about) > 0 {
 			line += ": " + strings.Join(about, ", ")
 		}
@@ -295,14 +307,19 @@ func printChannels(w io.Writer, rep probeReport) {
 		case !c.Registered:
 			line += " (listed, not registered)"
 		}
-		fmt.Fprintln(w, line)
+		if c.Listed {
+			listed++
+		}
+		out.linef("  %s", line)
 	}
 	if l := rep.ChannelsList; l != nil {
 		switch {
+		case l.Supported && listed < l.Listed:
+			out.linef("channels/list: answered with %d (those beyond the first %d channels are not shown)", l.Listed, maxChannels)
 		case l.Supported:
-			fmt.Fprintf(w, "channels/list: answered with %d\n", l.Listed)
+			out.linef("channels/list: answered with %d", l.Listed)
 		default:
-			fmt.Fprintf(w, "channels/list: %s\n", l.Note)
+			out.linef("channels/list: %s", l.Note)
 		}
 	}
 }
@@ -331,43 +348,31 @@ func policyLine(p probePolicy, toolsDenied bool) string {
 }
 
 func printCall(w io.Writer, r probeResult) {
+	out := printer{w}
 	switch {
 	case r.OK:
-		fmt.Fprintf(w, "call %s: ok\n", r.Name)
+		out.linef("call %s: ok", r.Name)
 		if r.Text != "" {
-			fmt.Fprintln(w, r.Text)
+			out.block(r.Text, "")
 		}
 	case r.ErrorResult && r.Text == "":
-		fmt.Fprintf(w, "call %s: error result with no text\n", r.Name)
+		out.linef("call %s: error result with no text", r.Name)
 	case r.ErrorResult:
-		fmt.Fprintf(w, "call %s: error result: %s\n", r.Name, r.Text)
+		out.linef("call %s: error result: %s", r.Name, r.Text)
 	default:
-		fmt.Fprintf(w, "call %s: %s\n", r.Name, r.Text)
+		out.linef("call %s: %s", r.Name, r.Text)
 	}
-}
-
-func printEvent(w io.Writer, e probeEvent) {
-	verdict := "admitted"
-	if !e.Admitted {
-		verdict = "rejected: " + e.Reason
-	} else if e.Reason != "" {
-		verdict += " (" + e.Reason + ")"
-	}
-	line := fmt.Sprintf("event %s: %s %s", e.Method, verdict, compact(e.Params))
-	if e.Admitted && e.Answer != nil {
-		line += " -> " + compact(e.Answer)
-	}
-	fmt.Fprintln(w, line)
 }
 
 // printEnd says how the connection ended, at which step (endLine), and the
 // last lines of the server's stderr.
 func printEnd(w io.Writer, prefix, id string, e *probeEnd) {
-	fmt.Fprintf(w, "%s%s\n", prefix, endLine(id, e))
+	out := printer{w}
+	out.linef("%s%s", prefix, endLine(id, e))
 	if len(e.Stderr) > 0 {
-		fmt.Fprintf(w, "%sthe last lines of its stderr:\n", prefix)
+		out.linef("%sthe last lines of its stderr:", prefix)
 		for _, l := range e.Stderr {
-			fmt.Fprintf(w, "  | %s\n", l)
+			out.linef("  | %s", l)
 		}
 	}
 }
