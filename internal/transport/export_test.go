@@ -14,3 +14,16 @@ var (
 const TestTimeout = testTimeout
 
 type LogRecorder = logRecorder
+
+// Registered reports whether KillAll would reach p's process group.
+func (p *Process) Registered() bool {
+	groups.mu.Lock()
+	defer groups.mu.Unlock()
+	_, ok := groups.m[p]
+	return ok
+}
+
+// WriteTurnTaken reports whether a Write holds p's turn to write.
+func (p *Process) WriteTurnTaken() bool { return len(p.wsem) > 0 }
+
+var ParseProcStat = parseProcStat

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,4 +116,24 @@ const testTimeout = 10 * time.Second
 func tooLarge(err error, limit int) bool {
 	var tl *TooLargeError
 	return errors.As(err, &tl) && tl.Limit == limit && tl.Size > limit
+}
+
+// Signals returns, in order, the signal of each record that reports a
+// signal sent ("...; signalled").
+func (h *logRecorder) Signals() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		if !strings.HasSuffix(r.Message, "; signalled") {
+			continue
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "signal" {
+				out = append(out, a.Value.String())
+			}
+			return true
+		})
+	}
+	return out
 }

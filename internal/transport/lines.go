@@ -91,16 +91,39 @@ func trimEOL(b []byte) []byte {
 }
 
 // lineWriter writes one message per line, in one Write call per message so
-// that concurrent messages never interleave.
+// that concurrent messages never interleave. Writers take turns through a
+// one-slot semaphore, so that one waiting for its turn can give up.
 type lineWriter struct {
-	mu  sync.Mutex
+	sem chan struct{} // held by the one write under way
 	w   io.Writer
-	buf []byte
+	buf []byte // guarded by sem
 }
 
-func (lw *lineWriter) write(msg []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
+func newLineWriter(w io.Writer) lineWriter {
+	return lineWriter{sem: make(chan struct{}, 1), w: w}
+}
+
+// write waits for its turn until ctx ends (returning ctx.Err()) or closed
+// is closed (returning ErrClosed), then writes msg and a newline in one
+// Write call, which nothing can abandon once begun.
+func (lw *lineWriter) write(ctx context.Context, closed <-chan struct{}, msg []byte) (int, error) {
+	select {
+	case lw.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-closed:
+		return 0, ErrClosed
+	}
+	defer func() { <-lw.sem }()
+	// The turn may have come as the wait ended some other way.
+	select {
+	case <-closed:
+		return 0, ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	lw.buf = append(append(lw.buf[:0], msg...), '\n')
 	n, err := lw.w.Write(lw.buf)
 	if cap(lw.buf) > 1<<20 {
@@ -126,7 +149,7 @@ type LineStream struct {
 func NewLineStream(r io.Reader, w io.Writer, closer io.Closer, maxSize int) *LineStream {
 	return &LineStream{
 		r:      newLineReader(r, maxSize),
-		w:      lineWriter{w: w},
+		w:      newLineWriter(w),
 		closer: closer,
 		closed: make(chan struct{}),
 	}
@@ -144,8 +167,13 @@ func (s *LineStream) Read() ([]byte, error) {
 	return msg, err
 }
 
-// Write implements Stream. The context is not consulted once the write has
-// begun: an io.Writer offers no way to abandon it.
+// Write implements Stream. Writes take turns, one Write call on the
+// underlying writer per message; a Write waiting for its turn gives up when
+// ctx ends (returning ctx.Err(), nothing written) or when the stream closes
+// (ErrClosed). Once the write has begun ctx is not consulted: an io.Writer
+// offers no way to abandon it, so the write lasts as long as the writer
+// blocks (Close does not end it either, unless closing the closer makes
+// the writer fail), and this stream never returns ErrStalled.
 func (s *LineStream) Write(ctx context.Context, msg []byte) error {
 	if s.isClosed() {
 		return ErrClosed
@@ -153,7 +181,7 @@ func (s *LineStream) Write(ctx context.Context, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	n, err := s.w.write(msg)
+	n, err := s.w.write(ctx, s.closed, msg)
 	if err != nil && n > 0 {
 		s.Close()
 		return errors.Join(ErrPartialWrite, err)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,32 +41,41 @@ type StdioOptions struct {
 	// stderr line at debug level. Nil means slog.Default().
 	Logger *slog.Logger
 	// StopWait is how long Close waits for the process to exit after
-	// closing its stdin, and again after SIGTERM, before SIGKILL
-	// (0 means 2s).
+	// closing its stdin, and again for its process group to empty after
+	// SIGTERM, before SIGKILL (0 means 2s). It also bounds how long the
+	// end of the process's stderr and stdout is waited for once it has
+	// exited, when something it started holds them open.
 	StopWait time.Duration
 }
 
 // Process is a Stream over a server subprocess's stdin and stdout, one
 // message per line. It runs the process in its own process group, so that
-// stopping it also stops what it started (as `go run` does).
+// stopping it also stops what it started (as `go run` does); a process that
+// leaves the group (setsid, setpgid) escapes that.
 type Process struct {
 	cmd     *exec.Cmd
+	pgid    int      // the process group: the leader's pid
 	stdin   *os.File // our end: the process reads the other
 	stdout  *os.File // our end: the process writes the other
+	stderr  *os.File // our end: the process writes the other
 	r       *lineReader
-	wmu     sync.Mutex
-	wbuf    []byte
+	wsem    chan struct{} // held by the one Write under way
+	wbuf    []byte        // guarded by wsem
 	tail    *stderrTail
 	log     *slog.Logger
 	stopAft time.Duration
 
-	closing   atomic.Bool   // Close has begun
-	exited    chan struct{} // closed when Wait has returned
-	readEOF   chan struct{} // closed when Read has seen the end of stdout, or at Close
-	eofOnce   sync.Once
-	waitDone  chan struct{} // closed when the wait goroutine has finished
-	state     *os.ProcessState
-	closeOnce sync.Once
+	closing    atomic.Bool   // Close has begun, or a partial write closed the stream
+	closed     chan struct{} // closed when closing is first set
+	closedOnce sync.Once
+	reaped     chan struct{} // closed when the leader has exited and been reaped
+	stderrDone chan struct{} // closed when the copy of stderr has ended
+	exited     chan struct{} // closed when the exit and the stderr tail are known
+	readEOF    chan struct{} // closed when Read has seen the end of stdout, or at Close
+	eofOnce    sync.Once
+	waitDone   chan struct{} // closed when the wait goroutine has finished
+	state      *os.ProcessState
+	closeOnce  sync.Once
 }
 
 // Spawn starts cmd and returns a Stream over its stdin and stdout.
@@ -82,55 +93,77 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: start %q: %w", cmd.Argv[0], err)
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	// Three pipes; [2*i] is the read end, [2*i+1] the write end.
+	var ends [6]*os.File
+	closeAll := func() {
+		for _, f := range ends {
+			if f != nil {
+				f.Close()
+			}
+		}
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
+	for i := range 3 {
+		if ends[2*i], ends[2*i+1], err = os.Pipe(); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
+	inR, inW, outR, outW, errR, errW := ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]
 	c := exec.Command(prog, cmd.Argv[1:]...)
 	c.Args[0] = cmd.Argv[0]
 	c.Env = env
 	c.Dir = cmd.Dir
+	// All three are files, so Cmd starts no copying goroutine of its own
+	// and Wait returns as soon as the process has been reaped: the wait
+	// goroutine tells the leader's exit apart from the end of its stderr,
+	// which something it started may hold open.
 	c.Stdin = inR
 	c.Stdout = outW
-	tail := newStderrTail(log)
-	c.Stderr = tail
+	c.Stderr = errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Bound Wait's wait for stderr when something the process started
-	// keeps it open after the process itself has exited.
-	c.WaitDelay = stopWait
-	if err := c.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
+	tail := newStderrTail(log)
+
+	// KillAll must not miss a process started while it runs.
+	groups.start.RLock()
+	err = c.Start()
+	if err != nil {
+		groups.start.RUnlock()
+		closeAll()
 		return nil, fmt.Errorf("transport: start %q: %w", cmd.Argv[0], err)
 	}
+	p := &Process{
+		cmd:        c,
+		pgid:       c.Process.Pid,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		r:          newLineReader(outR, opts.MaxMessageSize),
+		wsem:       make(chan struct{}, 1),
+		tail:       tail,
+		log:        log.With("pid", c.Process.Pid),
+		stopAft:    stopWait,
+		closed:     make(chan struct{}),
+		reaped:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		readEOF:    make(chan struct{}),
+		waitDone:   make(chan struct{}),
+	}
+	register(p)
+	groups.start.RUnlock()
 	// The child has its own copies now.
 	inR.Close()
 	outW.Close()
-	p := &Process{
-		cmd:      c,
-		stdin:    inW,
-		stdout:   outR,
-		r:        newLineReader(outR, opts.MaxMessageSize),
-		tail:     tail,
-		log:      log.With("pid", c.Process.Pid),
-		stopAft:  stopWait,
-		exited:   make(chan struct{}),
-		readEOF:  make(chan struct{}),
-		waitDone: make(chan struct{}),
-	}
+	errW.Close()
+	go func() {
+		defer close(p.stderrDone)
+		io.Copy(tail, errR)
+	}()
 	go p.wait()
 	return p, nil
 }
 
-// Pid returns the process id.
+// Pid returns the process id. It is also the id of the process group.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Exited is closed once the process has exited and been reaped.
@@ -139,10 +172,21 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 func (p *Process) wait() {
 	defer close(p.waitDone)
 	p.cmd.Wait()
-	p.state = p.cmd.ProcessState
 	// Whether we stopped it is decided now: a Close that comes once the
 	// exit is known (after a Read saw it) does not make it our doing.
 	stopped := p.closing.Load()
+	close(p.reaped)
+	// Something the process started may hold its stderr open after it has
+	// gone; give the copy a while to finish the tail, then end it.
+	t := time.NewTimer(p.stopAft)
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+	}
+	t.Stop()
+	p.stderr.Close()
+	<-p.stderrDone
+	p.state = p.cmd.ProcessState
 	close(p.exited)
 	info := p.CloseInfo()
 	attrs := []any{slog.Int("exit_code", info.ExitCode)}
@@ -160,13 +204,14 @@ func (p *Process) wait() {
 	default:
 		p.log.Info("server process exited", attrs...)
 	}
-	// Something the process started may hold its stdout open after it has
-	// gone; give the reader a while to drain, then end it.
+	// Likewise for stdout: give the reader a while to drain, then end it.
+	t = time.NewTimer(p.stopAft)
 	select {
 	case <-p.readEOF:
-	case <-time.After(p.stopAft):
+	case <-t.C:
 		p.stdout.Close()
 	}
+	t.Stop()
 }
 
 // Read implements Stream.
@@ -187,10 +232,12 @@ func (p *Process) Read() ([]byte, error) {
 	}
 	p.eofOnce.Do(func() { close(p.readEOF) })
 	// Wait a little for the exit, so CloseInfo can say how it ended.
+	t := time.NewTimer(p.stopAft)
+	defer t.Stop()
 	select {
 	case <-p.exited:
 		return nil, io.EOF
-	case <-time.After(p.stopAft):
+	case <-t.C:
 	}
 	if errors.Is(err, io.EOF) {
 		return nil, io.EOF
@@ -198,8 +245,14 @@ func (p *Process) Read() ([]byte, error) {
 	return nil, err
 }
 
-// Write implements Stream. A write the process does not take in time (it
-// is not reading its stdin) is abandoned when ctx ends.
+// Write implements Stream. Writes take turns, one whole message each; a
+// Write waiting for its turn gives up when ctx ends (returning ctx.Err(),
+// nothing sent) or when the stream closes (ErrClosed). A write under way
+// that the process does not take in time (it is not reading its stdin) is
+// abandoned when ctx ends: with an error wrapping ErrStalled and ctx.Err()
+// if the process took none of it, the stream staying open; with one
+// wrapping ErrPartialWrite and ctx.Err() if it took part, the stream
+// closing itself.
 func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if p.closing.Load() {
 		return ErrClosed
@@ -207,8 +260,20 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
+	select {
+	case p.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.closed:
+		return ErrClosed
+	}
+	defer func() { <-p.wsem }()
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if ctx.Done() != nil {
 		fired := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
@@ -237,6 +302,12 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 		err = ctx.Err()
+		if n == 0 {
+			// The process took none of it: nothing was sent and the
+			// framing holds. Whether to give up on a process that does not
+			// read is for the caller to say.
+			return errors.Join(ErrStalled, err)
+		}
 	}
 	if n == 0 && errors.Is(err, syscall.EPIPE) {
 		// The process has closed its stdin, or exited: the stream is
@@ -246,51 +317,255 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if n > 0 {
 		// The framing is lost: the stream is closed from now on, though
 		// stopping the process takes a while.
-		p.closing.Store(true)
+		p.markClosing()
 		go p.Close()
 		return errors.Join(ErrPartialWrite, err)
 	}
 	return err
 }
 
-// Close implements Stream: it closes the process's stdin, waits for it to
-// exit, then sends SIGTERM to its process group, waits again, then SIGKILL.
-// It returns once the process has been reaped.
+// markClosing marks the stream closed, for Read and Write and for the
+// writes waiting their turn.
+func (p *Process) markClosing() {
+	p.closing.Store(true)
+	p.closedOnce.Do(func() { close(p.closed) })
+}
+
+// Close implements Stream: it stops the process and everything left in its
+// process group. It closes the process's stdin and waits up to StopWait for
+// the process to exit; then, if any process is left in the group (the
+// server still running, or something it started), it sends SIGTERM to the
+// whole group and waits up to StopWait for the group to empty; then it
+// sends SIGKILL to the group. It returns once the process has been reaped
+// and the group has been signalled as needed; a process that exits on
+// stdin EOF and leaves nothing behind is not kept waiting for. A process
+// that exited on its own before Close is treated the same way: what it
+// left in its group is stopped now.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
-		p.closing.Store(true)
+		p.markClosing()
 		// No Read will drain stdout now: the wait goroutine need not wait
 		// for one once the process has gone.
 		p.eofOnce.Do(func() { close(p.readEOF) })
 		p.stdin.Close()
-		if !p.waitExit() {
-			p.signalGroup(syscall.SIGTERM)
-			if !p.waitExit() {
-				p.signalGroup(syscall.SIGKILL)
-				<-p.exited
-			}
-		}
+		gone := p.stopGroup()
 		p.stdout.Close()
+		if gone {
+			unregister(p)
+		}
 	})
 	<-p.waitDone
 	return nil
 }
 
-func (p *Process) waitExit() bool {
+// groupPoll is how often Close looks whether the process group has
+// emptied: there is no event for it.
+const groupPoll = 20 * time.Millisecond
+
+// stopGroup stops the leader and its group, as Close says, and reports
+// whether the group was seen empty at the end (it may not be if a member
+// cannot be signalled or is stuck in the kernel).
+//
+// On pgid reuse: the group's id is the leader's pid. While the leader is
+// unreaped, or while any member remains, the kernel does not hand that id
+// out again, so kill(-pgid) reaches only the group we started. Once the
+// leader is reaped and the last member has gone, the id is free, and in
+// theory a new process could take it and lead a group of its own between
+// our seeing a member and our signal. We signal only a group we started,
+// and only just after seeing members in it, which leaves that window
+// microseconds wide.
+func (p *Process) stopGroup() bool {
+	t := time.NewTimer(p.stopAft)
 	select {
-	case <-p.exited:
+	case <-p.reaped:
+	case <-t.C:
+	}
+	t.Stop()
+	if p.groupGone() {
 		return true
-	case <-time.After(p.stopAft):
+	}
+	p.signalGroup(syscall.SIGTERM)
+	if p.awaitGroupGone(p.stopAft) {
+		return true
+	}
+	p.signalGroup(syscall.SIGKILL)
+	<-p.reaped
+	// The members die at once, unless one is stuck in the kernel: bound
+	// the wait for them.
+	return p.awaitGroupGone(p.stopAft)
+}
+
+// groupGone reports whether the leader has been reaped and no other
+// process of its group is alive.
+func (p *Process) groupGone() bool {
+	return isDone(p.reaped) && !groupHasLiveMember(p.pgid)
+}
+
+// awaitGroupGone waits up to d for groupGone.
+func (p *Process) awaitGroupGone(d time.Duration) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	reaped := p.reaped
+	for {
+		if p.groupGone() {
+			return true
+		}
+		select {
+		case <-reaped:
+			reaped = nil // look at once, then poll
+		case <-tick.C:
+		case <-deadline.C:
+			return p.groupGone()
+		}
+	}
+}
+
+// signalGroup sends sig to the process group, or to the leader alone if
+// the group cannot be signalled while the leader lives (it left it).
+func (p *Process) signalGroup(sig syscall.Signal) {
+	leaderGone := isDone(p.reaped)
+	err := syscall.Kill(-p.pgid, sig)
+	if err != nil && !leaderGone {
+		err = p.cmd.Process.Signal(sig)
+	}
+	if err != nil {
+		return // nothing was left to signal
+	}
+	if leaderGone {
+		p.log.Info("server process exited but left its process group running; signalled", "signal", signalName(sig))
+	} else {
+		p.log.Info("server process did not exit; signalled", "signal", signalName(sig))
+	}
+}
+
+// groupHasLiveMember reports whether process group pgid has a member that
+// is not a zombie. Zombies count as gone: their parent may never reap them
+// (PID 1 in some containers does not), and they hold nothing open.
+func groupHasLiveMember(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	// Some process is in the group (or cannot be told apart from one):
+	// look at what state each is in.
+	d, err := os.Open("/proc")
+	if err != nil {
+		return true // cannot tell: assume it is alive
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue // gone since
+		}
+		state, pg, ok := parseProcStat(b)
+		if ok && pg == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// parseProcStat returns the state and process group from the contents of
+// /proc/PID/stat: "pid (comm) state ppid pgrp ...", where comm may hold
+// spaces and parentheses.
+func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
 		return false
 	}
 }
 
-func (p *Process) signalGroup(sig syscall.Signal) {
-	pid := p.cmd.Process.Pid
-	if err := syscall.Kill(-pid, sig); err != nil {
-		p.cmd.Process.Signal(sig)
+// groups is the registry of process groups Spawn has started and Close
+// has not yet seen empty, for KillAll.
+var groups struct {
+	// start is held for reading across each start and its registering,
+	// and for writing by KillAll, so that KillAll misses no process whose
+	// start is under way.
+	start sync.RWMutex
+	mu    sync.Mutex
+	m     map[*Process]struct{}
+}
+
+func register(p *Process) {
+	groups.mu.Lock()
+	defer groups.mu.Unlock()
+	if groups.m == nil {
+		groups.m = make(map[*Process]struct{})
 	}
-	p.log.Info("server process did not exit; signalled", "signal", signalName(sig))
+	groups.m[p] = struct{}{}
+}
+
+func unregister(p *Process) {
+	groups.mu.Lock()
+	defer groups.mu.Unlock()
+	delete(groups.m, p)
+}
+
+// KillAll sends SIGKILL to every process group Spawn has started in this
+// process that has not finished closing: each server and whatever it
+// started that is still in its group. It is for an emergency exit, such as
+// a command-line program's second interrupt: it returns once the signals
+// are sent, without waiting for anything to exit or for Close. The streams
+// then end as they do when a server dies: reads report the end, and Close
+// still reaps (at once, the groups being empty). It is safe to call at any
+// time, from any goroutine, any number of times; a Spawn under way when it
+// is called is waited for and its process killed too, and processes
+// started after it returns are not affected.
+func KillAll() {
+	groups.start.Lock()
+	defer groups.start.Unlock()
+	groups.mu.Lock()
+	defer groups.mu.Unlock()
+	for p := range groups.m {
+		p.kill()
+	}
+}
+
+// kill sends SIGKILL to the process group, for KillAll.
+func (p *Process) kill() {
+	leaderGone := isDone(p.reaped)
+	if leaderGone {
+		// The group's id is ours only while a member remains (see
+		// stopGroup).
+		if err := syscall.Kill(-p.pgid, 0); err != nil {
+			return
+		}
+	}
+	err := syscall.Kill(-p.pgid, syscall.SIGKILL)
+	if err != nil && !leaderGone {
+		err = p.cmd.Process.Kill()
+	}
+	if err == nil {
+		p.log.Info("server process group killed", "signal", signalName(syscall.SIGKILL))
+	}
 }
 
 // CloseInfo implements Stream.

@@ -26,12 +26,19 @@ type Stream interface {
 	// it cleanly, ErrClosed after Close, *TooLargeError for a message over the
 	// size limit (the stream is then unusable), or the transport's own error.
 	Read() ([]byte, error)
-	// Write sends one whole message. ctx bounds a write that blocks. A
-	// returned error means the message was not delivered whole; when it
-	// wraps ErrPartialWrite part of it may have reached the peer, and the
-	// stream has closed itself because its framing is lost. It wraps
-	// ErrClosed when the stream is closed: by Close, or by the peer (a
-	// subprocess that has closed its stdin or exited, a WebSocket closed).
+	// Write sends one whole message. Concurrent writes take turns, and
+	// messages never interleave. ctx bounds the wait for the turn: when it
+	// ends first, Write returns ctx.Err(), nothing was sent and the stream
+	// is still usable. ctx also bounds a write that blocks, on streams that
+	// can abandon one. A returned error means the message was not
+	// delivered whole; when it wraps ErrStalled the peer took none of it
+	// before ctx ended, and the stream is still open (the caller decides
+	// whether to close it); when it wraps ErrPartialWrite part of it may
+	// have reached the peer, and the stream has closed itself because its
+	// framing is lost. It wraps ErrClosed when the stream is closed: by
+	// Close (a write waiting for its turn gives up then too), or by the
+	// peer (a subprocess that has closed its stdin or exited, a WebSocket
+	// closed).
 	Write(ctx context.Context, msg []byte) error
 	// Close ends the stream and releases what it holds (for a subprocess:
 	// stops it). Reads and writes then fail with ErrClosed.
@@ -48,6 +55,17 @@ var ErrClosed = errors.New("transport: stream closed")
 // ErrPartialWrite marks a write that stopped part way: the peer may have
 // received some of the message, and the stream has closed.
 var ErrPartialWrite = errors.New("transport: partial write")
+
+// ErrStalled marks a write abandoned because its context ended before the
+// peer took any byte of the message: the error wraps ctx.Err() too. Nothing
+// was sent, the framing holds, and the stream stays open and usable; the
+// stream does not close itself. A peer that took nothing for that long has
+// likely stopped reading, so the layer above may decide to close the
+// stream. A write abandoned after the peer took part of the message wraps
+// ErrPartialWrite instead, and a write that was still waiting for its turn
+// returns ctx.Err() alone. Only a stream that can abandon a write under way
+// returns it.
+var ErrStalled = errors.New("transport: the peer took none of the message before the write's deadline")
 
 // TooLargeError reports a message over the stream's size limit.
 type TooLargeError struct {
