@@ -10,6 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,14 +22,31 @@ import (
 	"github.com/coder/websocket"
 )
 
+// DefaultConnectTimeout bounds DialWebSocket's connecting unless
+// WebSocketOptions.ConnectTimeout says otherwise.
+const DefaultConnectTimeout = 10 * time.Second
+
 // WebSocketOptions tunes a WebSocket stream. The zero value is usable.
 type WebSocketOptions struct {
 	// Token, if set, is sent as "Authorization: Bearer <Token>" when dialing.
+	// It goes only to the dialed URL's origin: DialWebSocket refuses a
+	// redirect to any other.
 	Token string
 	// Header holds further request headers for the dial.
 	Header http.Header
-	// HTTPClient dials; nil means http.DefaultClient.
+	// HTTPClient dials; nil means http.DefaultClient. DialWebSocket uses a
+	// copy with its own redirect check and leaves the client itself as it
+	// is. Its Transport must honour the request's context (http.Transport
+	// does) for ConnectTimeout to hold.
 	HTTPClient *http.Client
+	// ConnectTimeout bounds DialWebSocket from start to end: the TCP
+	// connection, the TLS handshake, the HTTP upgrade request and its
+	// answer, and any same-origin redirects (0 or less means
+	// DefaultConnectTimeout, 10s). The dial's ctx bounds it too, whichever
+	// ends first. A server that accepts the connection and never answers
+	// the upgrade fails the dial once it has passed. It does not bound
+	// the stream after the dial.
+	ConnectTimeout time.Duration
 	// MaxMessageSize bounds one received frame, and is the WebSocket read
 	// limit (0 means DefaultMaxMessageSize).
 	MaxMessageSize int
@@ -45,14 +67,24 @@ type WebSocketOptions struct {
 // is trimmed, since some peers end a frame with a newline. Only a frame that
 // is not one JSON value is split on newlines into its non-blank lines, since
 // some peers put several messages, one a line, in one frame (a line that is
-// not a message is left for the layer above to skip). Binary frames are
-// ignored.
+// not a message is left for the layer above to skip). Such a frame is split
+// as it is read, one line per Read, each line a copy: a stream holds at most
+// the one frame it is splitting besides the message it returns.
+//
+// A binary frame is refused: MCPL messages are text frames. The stream
+// closes the connection with status 1003 (unsupported data) and the reason
+// "MCPL messages are text frames", logs a warning, and Read returns an
+// error, then and on every later call; CloseInfo.Err says what happened.
+//
+// Log lines name the peer by its URL with userinfo, query and fragment
+// redacted (see RedactURL), or, for an accepted stream, by its address.
 type WebSocket struct {
-	c       *websocket.Conn
-	max     int
-	log     *slog.Logger
-	pending [][]byte // messages split from a frame, not yet returned
-	tooBig  error    // once a frame was over the limit, every later Read returns this
+	c      *websocket.Conn
+	max    int
+	log    *slog.Logger
+	peer   string // the redacted URL dialed, or the remote address accepted
+	rest   []byte // the unread part of a frame being split into lines
+	failed error  // once set (a frame over the limit, a binary frame), every later Read returns it
 
 	lastSeen  atomic.Int64 // unix nanos of the last frame or pong
 	closing   atomic.Bool
@@ -67,8 +99,33 @@ type WebSocket struct {
 	info   CloseInfo
 }
 
-// DialWebSocket connects to a WebSocket server at url ("ws://" or "wss://").
-func DialWebSocket(ctx context.Context, url string, opts WebSocketOptions) (*WebSocket, error) {
+// DialWebSocket connects to a WebSocket server at rawURL ("ws://" or
+// "wss://"; "http://" and "https://" are taken as the same). It gives up
+// after opts.ConnectTimeout, or when ctx ends. It follows a redirect only
+// to the same origin (scheme, host and port, ws counting as http and wss
+// as https); a redirect elsewhere fails the dial, so that the token and
+// headers reach no one else.
+//
+// Its errors show the URL as RedactURL does, and hold no userinfo, query
+// or fragment of it or of a redirect's target. They wrap context.Canceled
+// or context.DeadlineExceeded when the dial ended for that reason (the
+// ConnectTimeout passing counts as a deadline), and a *net.OpError when the
+// network refused, but not the library's own errors, whose text holds the
+// URL.
+func DialWebSocket(ctx context.Context, rawURL string, opts WebSocketOptions) (*WebSocket, error) {
+	shown := RedactURL(rawURL)
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Opaque != "" || u.Host == "" {
+		return nil, fmt.Errorf("transport: dial %s: not a valid WebSocket URL", shown)
+	}
+	switch u.Scheme {
+	case "ws", "wss", "http", "https":
+	default:
+		return nil, fmt.Errorf("transport: dial %s: unsupported URL scheme %q (want ws or wss)", shown, u.Scheme)
+	}
+	sec := &secrets{}
+	sec.addURL(u)
+
 	h := opts.Header.Clone()
 	if h == nil {
 		h = http.Header{}
@@ -76,12 +133,178 @@ func DialWebSocket(ctx context.Context, url string, opts WebSocketOptions) (*Web
 	if opts.Token != "" {
 		h.Set("Authorization", "Bearer "+opts.Token)
 	}
-	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h, HTTPClient: opts.HTTPClient})
-	if err != nil {
-		return nil, fmt.Errorf("transport: dial %s: %w", url, err)
+
+	timeout := opts.ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
 	}
-	return newWebSocket(c, opts), nil
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var phase atomic.Int32
+	dctx = httptrace.WithClientTrace(dctx, &httptrace.ClientTrace{
+		GetConn:              func(string) { phase.Store(phaseConnecting) },
+		GotConn:              func(httptrace.GotConnInfo) { phase.Store(phaseUpgrading) },
+		GotFirstResponseByte: func() { phase.Store(phaseAnswering) },
+	})
+
+	c, _, err := websocket.Dial(dctx, rawURL, &websocket.DialOptions{
+		HTTPHeader: h,
+		HTTPClient: sameOriginClient(opts.HTTPClient, sec),
+	})
+	if err != nil {
+		return nil, dialError(ctx, dctx, err, shown, sec, timeout, phase.Load())
+	}
+	return newWebSocket(c, opts, shown), nil
 }
+
+// How far a dial got, for the words of its timeout.
+const (
+	phaseConnecting int32 = iota
+	phaseUpgrading        // connected, the upgrade request sent or being sent
+	phaseAnswering        // part of the answer has come
+)
+
+// sameOriginClient returns a copy of client (nil: http.DefaultClient) that
+// follows redirects only within the origin of the first request, noting
+// the secrets of every redirect's target in sec.
+func sameOriginClient(client *http.Client, sec *secrets) *http.Client {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		sec.addURL(req.URL)
+		if !sameOrigin(via[0].URL, req.URL) {
+			return &redirectError{target: redactParsed(req.URL)}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+// redirectError refuses a redirect to another origin.
+type redirectError struct{ target string }
+
+func (e *redirectError) Error() string {
+	return "refused a redirect to another origin (" + e.target + ")"
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port,
+// ws counting as http and wss as https, and a missing port as the scheme's
+// default.
+func sameOrigin(a, b *url.URL) bool {
+	sa, sb := httpScheme(a.Scheme), httpScheme(b.Scheme)
+	return sa == sb && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a, sa) == portOf(b, sb)
+}
+
+func httpScheme(s string) string {
+	switch s = strings.ToLower(s); s {
+	case "ws":
+		return "http"
+	case "wss":
+		return "https"
+	}
+	return s
+}
+
+func portOf(u *url.URL, scheme string) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch scheme {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+// dialError words a failed dial for the log and the user: the URL redacted
+// as shown, the secrets in sec scrubbed from whatever the library and
+// net/http said, and a timeout of the dial's own said in plain words.
+func dialError(ctx, dctx context.Context, err error, shown string, sec *secrets, timeout time.Duration, phase int32) error {
+	e := &safeDialError{}
+	var re *redirectError
+	switch {
+	case errors.As(err, &re):
+		e.msg = re.Error()
+	case ctx.Err() == nil && errors.Is(dctx.Err(), context.DeadlineExceeded):
+		switch phase {
+		case phaseConnecting:
+			e.msg = fmt.Sprintf("could not connect within %s", timeout)
+		case phaseUpgrading:
+			e.msg = fmt.Sprintf("no WebSocket upgrade answer within %s", timeout)
+		default:
+			e.msg = fmt.Sprintf("the WebSocket upgrade answer did not complete within %s", timeout)
+		}
+		e.causes = append(e.causes, context.DeadlineExceeded)
+	default:
+		e.msg = strings.TrimPrefix(redactURLErrors(err), "failed to WebSocket dial: ")
+	}
+	e.msg = "transport: dial " + shown + ": " + sec.scrub(e.msg)
+	for _, target := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, target) && !slices.Contains(e.causes, target) {
+			e.causes = append(e.causes, target)
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		e.causes = append(e.causes, op)
+	}
+	return e
+}
+
+// redactURLErrors returns err's text with the URL of each *url.Error in its
+// chain (which the text quotes) redacted.
+func redactURLErrors(err error) string {
+	text := err.Error()
+	var walk func(error)
+	walk = func(err error) {
+		switch x := err.(type) {
+		case nil:
+			return
+		case *url.Error:
+			text = strings.ReplaceAll(text, strconv.Quote(x.URL), strconv.Quote(redactRef(x.URL)))
+			walk(x.Err)
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walk(e)
+			}
+		default:
+			walk(errors.Unwrap(err))
+		}
+	}
+	walk(err)
+	return text
+}
+
+// redactRef is RedactURL, except that a reference without scheme and host
+// (a redirect's Location may be one) keeps its path.
+func redactRef(ref string) string {
+	u, err := url.Parse(ref)
+	if err == nil && u.Scheme == "" && u.Host == "" && u.Opaque == "" && u.User == nil {
+		return redactParsed(u)
+	}
+	return RedactURL(ref)
+}
+
+// safeDialError is a dial error whose text holds no secret. It unwraps only
+// to errors whose text holds none either: the context's, and the network's.
+type safeDialError struct {
+	msg    string
+	causes []error
+}
+
+func (e *safeDialError) Error() string   { return e.msg }
+func (e *safeDialError) Unwrap() []error { return e.causes }
 
 // AcceptWebSocket upgrades an HTTP request to a WebSocket stream, for the
 // server side. The stream stays usable after the handler returns.
@@ -90,16 +313,16 @@ func AcceptWebSocket(w http.ResponseWriter, r *http.Request, opts WebSocketOptio
 	if err != nil {
 		return nil, err
 	}
-	return newWebSocket(c, opts), nil
+	return newWebSocket(c, opts, r.RemoteAddr), nil
 }
 
-func newWebSocket(c *websocket.Conn, opts WebSocketOptions) *WebSocket {
+func newWebSocket(c *websocket.Conn, opts WebSocketOptions, peer string) *WebSocket {
 	max := opts.MaxMessageSize
 	if max <= 0 {
 		max = DefaultMaxMessageSize
 	}
 	c.SetReadLimit(int64(max))
-	ws := &WebSocket{c: c, max: max, log: loggerOr(opts.Logger), pingDone: make(chan struct{}), wsem: make(chan struct{}, 1)}
+	ws := &WebSocket{c: c, max: max, log: loggerOr(opts.Logger), peer: peer, pingDone: make(chan struct{}), wsem: make(chan struct{}, 1)}
 	ws.ctx, ws.stop = context.WithCancel(context.Background())
 	ws.lastSeen.Store(time.Now().UnixNano())
 	interval, idle := opts.PingInterval, opts.IdleTimeout
@@ -158,7 +381,7 @@ func (ws *WebSocket) keepAlive(interval, idle time.Duration) {
 func (ws *WebSocket) idleClose(idle time.Duration) {
 	err := fmt.Errorf("transport: no frame or pong from the websocket peer for %s", idle)
 	ws.idleErr.Store(&err)
-	ws.log.Warn("websocket peer silent; closing", "idle", idle)
+	ws.log.Warn("websocket peer silent; closing", "peer", ws.peer, "idle", idle)
 	ws.setInfo(CloseInfo{Err: fmt.Sprintf("no frame or pong for %s", idle)})
 	ws.c.CloseNow()
 }
@@ -170,13 +393,11 @@ func (ws *WebSocket) Read() ([]byte, error) {
 	if ws.closing.Load() {
 		return nil, ErrClosed
 	}
-	if ws.tooBig != nil {
-		return nil, ws.tooBig
+	if ws.failed != nil {
+		return nil, ws.failed
 	}
 	for {
-		if len(ws.pending) > 0 {
-			msg := ws.pending[0]
-			ws.pending = ws.pending[1:]
+		if msg := ws.nextLine(); msg != nil {
 			return msg, nil
 		}
 		typ, r, err := ws.c.Reader(context.Background())
@@ -185,10 +406,7 @@ func (ws *WebSocket) Read() ([]byte, error) {
 		}
 		ws.touch()
 		if typ != websocket.MessageText {
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return nil, ws.readFailed(err, 0)
-			}
-			continue
+			return nil, ws.refuseBinary()
 		}
 		data, err := io.ReadAll(r)
 		if err != nil {
@@ -196,16 +414,47 @@ func (ws *WebSocket) Read() ([]byte, error) {
 		}
 		// One scan decides: a frame that is one JSON value (json.Valid
 		// allows whitespace around it) is one message, its interior kept
-		// as it is. Pending is empty here, so it can be returned at once.
+		// as it is. No frame is being split here, so it can be returned
+		// at once.
 		if json.Valid(data) {
 			return bytes.Trim(data, jsonSpace), nil
 		}
-		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-			if len(bytes.TrimSpace(line)) > 0 {
-				ws.pending = append(ws.pending, trimEOL(line))
+		ws.rest = data
+	}
+}
+
+// nextLine returns a copy of the next non-blank line of the frame being
+// split, or nil when none is left, and lets go of the frame once it has
+// been read to its end.
+func (ws *WebSocket) nextLine() []byte {
+	for len(ws.rest) > 0 {
+		var line []byte
+		line, ws.rest, _ = bytes.Cut(ws.rest, []byte{'\n'})
+		if len(bytes.TrimSpace(line)) > 0 {
+			if len(ws.rest) == 0 {
+				ws.rest = nil
 			}
+			return bytes.Clone(trimEOL(line))
 		}
 	}
+	ws.rest = nil
+	return nil
+}
+
+// binaryReason is the close reason sent to a peer that sent a binary frame.
+const binaryReason = "MCPL messages are text frames"
+
+// refuseBinary closes the connection on a peer that sent a binary frame,
+// with status 1003, and returns the error every later Read returns.
+func (ws *WebSocket) refuseBinary() error {
+	if ws.closing.Load() {
+		return ErrClosed
+	}
+	ws.failed = errors.New("transport: the websocket peer sent a binary frame; " + binaryReason)
+	ws.setInfo(CloseInfo{Err: "the peer sent a binary frame; closed with 1003 (unsupported data): " + binaryReason})
+	ws.log.Warn("websocket peer sent a binary frame; closing", "peer", ws.peer, "ws_code", int(websocket.StatusUnsupportedData))
+	ws.c.Close(websocket.StatusUnsupportedData, binaryReason)
+	return ws.failed
 }
 
 // jsonSpace is the whitespace JSON allows around a value.
@@ -219,7 +468,7 @@ func (ws *WebSocket) readFailed(err error, got int) error {
 		// The library has closed the connection with StatusMessageTooBig.
 		tl := &TooLargeError{Limit: ws.max, Size: max(got, ws.max+1)}
 		ws.setInfo(CloseInfo{Err: tl.Error()})
-		ws.tooBig = tl
+		ws.failed = tl
 		return tl
 	}
 	if e := ws.idleErr.Load(); e != nil {

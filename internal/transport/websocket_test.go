@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -90,7 +91,6 @@ func TestWebSocketReadFrames(t *testing.T) {
 	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
 		ctx := context.Background()
 		c.Write(ctx, websocket.MessageText, []byte("one\ntwo\n"))
-		c.Write(ctx, websocket.MessageBinary, []byte("binary\nignored"))
 		c.Write(ctx, websocket.MessageText, []byte(" \r\n\n"))
 		c.Write(ctx, websocket.MessageText, []byte("three\r\nfour"))
 		c.Write(ctx, websocket.MessageText, []byte(`{"five":5}`))
@@ -319,18 +319,48 @@ func TestWebSocketTooLarge(t *testing.T) {
 	}
 }
 
-func TestWebSocketBinaryFrameIgnoredThenClose(t *testing.T) {
+// A binary frame is refused: the connection is closed with 1003 and a
+// reason, once, with one warning, and Read fails from then on; the lines
+// of a frame being split before it are still read.
+func TestWebSocketBinaryFrameRefused(t *testing.T) {
 	t.Parallel()
+	serverErr := make(chan error, 1)
 	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
-		c.Write(context.Background(), websocket.MessageBinary, []byte("ignored"))
-		c.Close(websocket.StatusNormalClosure, "")
+		ctx := context.Background()
+		c.Write(ctx, websocket.MessageText, []byte("one\ntwo"))
+		c.Write(ctx, websocket.MessageBinary, []byte(`{"jsonrpc":"2.0","method":"binary"}`))
+		c.Write(ctx, websocket.MessageText, []byte(`{"never":"read"}`))
+		_, _, err := c.Read(ctx)
+		serverErr <- err
 	})
-	ws := dial(t, url, transport.WebSocketOptions{})
-	if msg, err := readWithin(t, ws, testTimeout); !errors.Is(err, io.EOF) {
-		t.Fatalf("Read = %q, %v; want io.EOF (the binary frame skipped)", msg, err)
+	rec := &logRecorder{}
+	ws := dial(t, url+"/mcp?token=abc", transport.WebSocketOptions{Logger: slog.New(rec)})
+	got, err := readUntilErr(t, ws, testTimeout)
+	if diff := cmp.Diff([]string{"one", "two"}, got); diff != "" {
+		t.Errorf("messages before the binary frame (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(transport.CloseInfo{WSCode: 1000}, ws.CloseInfo()); diff != "" {
-		t.Errorf("CloseInfo (-want +got):\n%s", diff)
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, transport.ErrClosed) || !strings.Contains(err.Error(), "binary frame") {
+		t.Fatalf("Read of a binary frame = %v, want an error naming the binary frame", err)
+	}
+	if _, again := readWithin(t, ws, testTimeout); again == nil || again.Error() != err.Error() {
+		t.Errorf("Read after the binary frame = %v, want %v again", again, err)
+	}
+	if info := ws.CloseInfo(); !strings.Contains(info.Err, "binary frame") || !strings.Contains(info.Err, "1003") {
+		t.Errorf("CloseInfo = %+v, want Err to name the binary frame and 1003", info)
+	}
+	var ce websocket.CloseError
+	if serr := <-serverErr; !errors.As(serr, &ce) || ce.Code != websocket.StatusUnsupportedData || ce.Reason != "MCPL messages are text frames" {
+		t.Errorf("the server's Read ended with %v, want close status 1003 \"MCPL messages are text frames\"", serr)
+	}
+	warns := rec.All("websocket peer sent a binary frame; closing")
+	if len(warns) != 1 {
+		t.Fatalf("%d warnings about the binary frame, want 1", len(warns))
+	}
+	if lvl, attrs, _ := rec.Find("websocket peer sent a binary frame; closing"); lvl != slog.LevelWarn || attrs["peer"].String() != url+"/mcp?REDACTED" {
+		t.Errorf("the warning: level %v, attrs %v; want Warn and peer %q", lvl, attrs, url+"/mcp?REDACTED")
+	}
+	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after the binary frame = %v, want ErrClosed", err)
 	}
 }
 
@@ -615,5 +645,54 @@ func TestAcceptWebSocket(t *testing.T) {
 	<-closed
 	if got := server.CloseInfo().WSCode; got != 1000 {
 		t.Errorf("server CloseInfo.WSCode = %d, want 1000", got)
+	}
+}
+
+// A frame of many lines is split as it is read: the stream holds the frame
+// and no more, however many messages are left in it, and each message is a
+// copy that does not pin the frame. Not parallel, so that the heap measured
+// is this test's.
+func TestWebSocketSplitFrameMemory(t *testing.T) {
+	const lines = 1_000_000 // "{}\n" each: a frame of about 3 MB
+	// The bound on the heap's growth halfway through: four times the
+	// frame, room for the frame as read (io.ReadAll may hold up to about
+	// twice its size) and the connection's buffers. Splitting the whole
+	// frame at once into slices costs 24 MB in slice headers alone.
+	const bound = 4 * 3 * lines
+	url := wsServer(t, func(c *websocket.Conn, _ *http.Request) {
+		ctx := context.Background()
+		if err := c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("{}\n", lines))); err != nil {
+			return
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+	})
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ws := dial(t, url, transport.WebSocketOptions{PingInterval: -1})
+	read := func(n int) {
+		t.Helper()
+		for i := range n {
+			msg, err := ws.Read()
+			if err != nil {
+				t.Fatalf("Read %d of %d: %v", i+1, lines, err)
+			}
+			if string(msg) != "{}" || cap(msg) > 16 {
+				t.Fatalf("Read %d = %q (capacity %d), want \"{}\" in a buffer of its own", i+1, msg, cap(msg))
+			}
+		}
+	}
+	read(lines / 2)
+	var mid runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&mid)
+	growth := int64(mid.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap halfway through: %d bytes over the start (bound %d)", growth, bound)
+	if growth > bound {
+		t.Errorf("heap halfway through a frame of %d lines grew by %d bytes, want at most %d", lines, growth, bound)
+	}
+	read(lines - lines/2)
+	if msg, err := readWithin(t, ws, testTimeout); !errors.Is(err, io.EOF) {
+		t.Errorf("Read after the %d lines = %q, %v; want io.EOF", lines, msg, err)
 	}
 }
