@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -78,6 +79,19 @@ type Request struct {
 	deferred bool
 	owed     bool // counted in the peer's owed answers until answered
 	once     sync.Once
+	size     int  // the message's bytes, counted against MaxQueuedBytes
+	held     bool // Hold was called: the handler releases the bytes
+}
+
+// Hold keeps the message counted against the connection's inbound budget
+// (Options.MaxQueuedBytes) after the handler returns, until release is
+// called: for a message the handler keeps, to decide on later. Call it
+// from the handler; release may be called from any goroutine, and more
+// than once.
+func (r *Request) Hold() (release func()) {
+	r.held = true
+	var once sync.Once
+	return func() { once.Do(func() { r.peer.inbox.release(r.size) }) }
 }
 
 // IsNotification reports whether the message expects no answer.
@@ -124,7 +138,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		case errors.Is(err, ErrMethodNotFound):
 			e = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
 		default:
-			p.log.Error("handler failed", slog.String("method", r.Method),
+			p.limits.Log(&logHandlerFailed, slog.String("method", boundForLog(r.Method, 100)),
 				slog.String("id", boundForLog(string(r.id), 64)), slog.String("error", err.Error()))
 			e = &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}
 		}
@@ -136,8 +150,15 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
 		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
 	}
-	if werr := p.s.Write(p.wctx, body); werr != nil && p.wctx.Err() == nil {
-		p.log.Warn("answer not written", slog.String("method", r.Method), slog.String("error", werr.Error()))
+	ctx, cancel := context.WithTimeout(p.wctx, p.wtime)
+	werr := p.s.Write(ctx, body)
+	cancel()
+	if werr != nil && p.wctx.Err() == nil {
+		if errors.Is(werr, transport.ErrStalled) {
+			p.stalled(p.wtime, "answer", r.Method)
+			return
+		}
+		p.limits.Log(&logAnswerNotWritten, slog.String("method", boundForLog(r.Method, 100)), slog.String("error", werr.Error()))
 	}
 }
 
@@ -160,17 +181,61 @@ func marshalResult(id json.RawMessage, result any) (body []byte, err error) {
 }
 
 // enqueue queues an inbound message for the handler, or refuses it when the
-// queue is full.
+// queue is full (by count or by bytes).
 func (p *Peer) enqueue(r *Request) {
 	if p.inbox.push(r) {
 		return
 	}
 	if r.IsNotification() {
-		p.log.Warn("inbound queue full; notification dropped", slog.String("method", r.Method))
+		p.limits.Log(&logQueueFullNotification, slog.String("method", boundForLog(r.Method, 100)))
 		return
 	}
-	p.log.Warn("inbound queue full; request refused", slog.String("method", r.Method))
-	r.reply(nil, &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
+	p.limits.Log(&logQueueFullRequest, slog.String("method", boundForLog(r.Method, 100)))
+	p.refuse(r, &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
+}
+
+// maxRefusals bounds the refusals waiting for their writer; beyond it a
+// refusal is dropped (and counted in the log).
+const maxRefusals = 64
+
+// maxRefusedID bounds the id a refusal echoes: a request with a longer id
+// is dropped rather than answered, so refusals stay small.
+const maxRefusedID = 1024
+
+// refusal is an answer the reader decided on.
+type refusal struct {
+	r   *Request
+	err *protocol.Error
+}
+
+// refuse hands an error answer for r to the refusals' writer, keeping
+// none of r's params; it never blocks: when the writer is behind, the
+// refusal is dropped and counted.
+func (p *Peer) refuse(r *Request, e *protocol.Error) {
+	slim := &Request{Method: boundForLog(r.Method, 100), id: r.id, peer: p}
+	if len(r.id) > maxRefusedID {
+		p.limits.Log(&logRefusalDropped, slog.String("method", slim.Method), slog.String("why", "its id is too long to echo"))
+		return
+	}
+	select {
+	case p.replies <- refusal{r: slim, err: e}:
+	default:
+		p.limits.Log(&logRefusalDropped, slog.String("method", slim.Method), slog.String("why", "too many refusals are waiting to be written"))
+	}
+}
+
+// writeRefusals writes the reader's refusals until the connection's writes
+// end.
+func (p *Peer) writeRefusals() {
+	defer close(p.repliesDone)
+	for {
+		select {
+		case f := <-p.replies:
+			f.r.reply(nil, f.err)
+		case <-p.wctx.Done():
+			return
+		}
+	}
 }
 
 // dispatch runs the handler on queued messages, in order, until the
@@ -207,9 +272,12 @@ func (p *Peer) handle(r *Request) {
 		}()
 		result, err = p.handler.Serve(p.ctx, r)
 	}()
+	if !r.held {
+		p.inbox.release(r.size)
+	}
 	if r.IsNotification() {
 		if err != nil && !errors.Is(err, ErrMethodNotFound) {
-			p.log.Warn("notification handler failed", slog.String("method", r.Method), slog.String("error", err.Error()))
+			p.limits.Log(&logNotificationFailed, slog.String("method", boundForLog(r.Method, 100)), slog.String("error", err.Error()))
 		}
 		return
 	}
@@ -221,27 +289,33 @@ func (p *Peer) handle(r *Request) {
 // inbox is an unbounded-looking, bounded queue between the reader and the
 // dispatcher: push never blocks.
 type inbox struct {
-	mu     sync.Mutex
-	items  []*Request
-	max    int
-	ready  chan struct{} // signalled when items arrive
-	closed bool
-	done   chan struct{} // closed when the dispatcher has finished
+	mu       sync.Mutex
+	items    []*Request
+	max      int
+	maxBytes int
+	bytes    int           // of the messages queued, being handled or held
+	ready    chan struct{} // signalled when items arrive
+	closed   bool
+	done     chan struct{} // closed when the dispatcher has finished
 }
 
-func (q *inbox) init(max int) {
-	q.max = max
+func (q *inbox) init(max, maxBytes int) {
+	q.max, q.maxBytes = max, maxBytes
 	q.ready = make(chan struct{}, 1)
 	q.done = make(chan struct{})
 }
 
+// push queues r unless the queue is full by count or by bytes; a message
+// is taken whatever its size when nothing is held.
 func (q *inbox) push(r *Request) bool {
 	q.mu.Lock()
-	if closed := q.closed; closed || len(q.items) >= q.max {
+	full := len(q.items) >= q.max || (q.bytes > 0 && q.bytes+r.size > q.maxBytes)
+	if closed := q.closed; closed || full {
 		q.mu.Unlock()
 		return closed // a closed queue swallows quietly
 	}
 	q.items = append(q.items, r)
+	q.bytes += r.size
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -299,6 +373,13 @@ func (q *inbox) close(discard bool) {
 	case q.ready <- struct{}{}:
 	default:
 	}
+}
+
+// release uncounts n bytes of a message handled or let go.
+func (q *inbox) release(n int) {
+	q.mu.Lock()
+	q.bytes -= n
+	q.mu.Unlock()
 }
 
 func (q *inbox) finished() { close(q.done) }

@@ -64,6 +64,15 @@ const (
 	// CauseEncodeFailed: the request's params could not be encoded as
 	// JSON, so nothing was written.
 	CauseEncodeFailed
+	// CauseTooLarge: this side closed the connection because the peer
+	// sent a message over the size limit (NotSent: before the call;
+	// NoResponse: while it waited).
+	CauseTooLarge
+	// CauseStalled: this side closed the connection because the peer took
+	// none of a message for Timeout: it has stopped reading (NotSent: the
+	// call's own write stalled, or came after; NoResponse: while it
+	// waited).
+	CauseStalled
 )
 
 // Sentinels a *CallError matches with errors.Is. A JSON-RPC error answer
@@ -130,6 +139,18 @@ func (e *CallError) Error() string {
 			return subject + " not sent: the connection was closed on this side"
 		}
 		return subject + ": the connection was closed on this side before an answer"
+	case CauseTooLarge:
+		why := "this side closed the connection because the peer sent a message over the size limit"
+		if e.Outcome == NotSent {
+			return subject + " not sent: " + why
+		}
+		return subject + ": no answer: " + why
+	case CauseStalled:
+		why := "this side closed the connection because the peer took none of a message within " + ShortDuration(e.Timeout)
+		if e.Outcome == NotSent {
+			return subject + " not sent: " + why
+		}
+		return subject + ": no answer: " + why
 	case CauseWriteFailed:
 		return subject + " not sent: the write failed: " + errText(e.Err)
 	case CauseEncodeFailed:
@@ -175,7 +196,8 @@ func (e *CallError) Unwrap() []error {
 	case NoResponse, BadResponse:
 		out = append(out, ErrNoAnswer)
 	}
-	if e.Cause == CauseClosed || e.Cause == CauseClosedHere {
+	switch e.Cause {
+	case CauseClosed, CauseClosedHere, CauseTooLarge, CauseStalled:
 		out = append(out, ErrConnClosed)
 	}
 	if e.Answer != nil {

@@ -152,6 +152,11 @@ func FuzzPeer(f *testing.F) {
 				continue
 			case string(m.ID) == barrierID:
 				sawBarrier = true
+			case bytes.Contains(m.Error, []byte(`-32600`)):
+				// An invalid request (no valid method) is refused by
+				// the reader, never handled: not one of the answers
+				// counted.
+				continue
 			case m.Result == nil && m.Error == nil:
 				t.Fatalf("the peer wrote neither a request of its own nor an answer: %s", msg)
 			}
@@ -170,7 +175,11 @@ func FuzzPeer(f *testing.F) {
 		}
 		p.Close()
 		for msg := range reads {
-			t.Errorf("an extra message after the barrier: %s", msg)
+			// A -32600 refusal goes out through its own writer, so it
+			// may come after the handler's answers.
+			if !bytes.Contains(msg, []byte(`"code":-32600`)) {
+				t.Errorf("an extra message after the barrier: %s", msg)
+			}
 		}
 	})
 }

@@ -157,7 +157,7 @@ func callError(t testing.TB, err error, outcome wire.Outcome, cause wire.Cause) 
 	for sentinel, want := range map[error]bool{
 		wire.ErrNotSent:    outcome == wire.NotSent,
 		wire.ErrNoAnswer:   outcome == wire.NoResponse || outcome == wire.BadResponse,
-		wire.ErrConnClosed: cause == wire.CauseClosed || cause == wire.CauseClosedHere,
+		wire.ErrConnClosed: cause == wire.CauseClosed || cause == wire.CauseClosedHere || cause == wire.CauseTooLarge || cause == wire.CauseStalled,
 	} {
 		if got := errors.Is(err, sentinel); got != want {
 			t.Errorf("errors.Is(%v/%d, %q) = %v, want %v", outcome, cause, sentinel, got, want)

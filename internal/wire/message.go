@@ -31,6 +31,8 @@ type envelope struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
+	// badMethod: "method" is present but not a non-empty string.
+	badMethod bool
 }
 
 type msgKind int
@@ -40,6 +42,9 @@ const (
 	kindRequest
 	kindNotification
 	kindResponse
+	// kindInvalidRequest: a message with an id and a "method" that is not
+	// a non-empty string, and no result or error. It is answered -32600.
+	kindInvalidRequest
 )
 
 // parse decodes one message and says what it is. Anything that is not a JSON
@@ -60,6 +65,10 @@ func parse(b []byte) (envelope, msgKind) {
 		env.Error = nil
 	}
 	switch {
+	case env.badMethod && env.ID != nil && !isNull(env.ID) && env.Result == nil && env.Error == nil && !errNull:
+		return env, kindInvalidRequest
+	case env.badMethod:
+		return env, kindNoise
 	case env.Method != "" && env.ID != nil:
 		return env, kindRequest
 	case env.Method != "":

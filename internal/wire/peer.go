@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -39,11 +40,33 @@ type Options struct {
 	// connection, for CallError.Reconnecting. Nil means it will not.
 	Reconnecting func() bool
 	// MaxQueued bounds the inbound requests and notifications waiting for
-	// the handler (0 means 4096). Beyond it a request is refused with
-	// CodeOverloaded and a notification dropped, each with a log line; the
-	// reader never blocks, so answers to this side's calls keep flowing.
-	MaxQueued int
+	// the handler (0 means DefaultMaxQueued), and MaxQueuedBytes the bytes
+	// of the inbound messages this side holds: waiting for the handler,
+	// being handled, or kept by it (Request.Hold); 0 means
+	// DefaultMaxQueuedBytes. A message is always taken when none is held,
+	// whatever its size (MaxMessageSize bounds that). Beyond either bound a
+	// request is refused with CodeOverloaded and a notification dropped,
+	// and the log says so once per 10 seconds with a count. The reader
+	// never blocks and never writes: refusals go out through a writer of
+	// their own, bounded, and beyond that are dropped and counted, so
+	// answers to this side's calls keep flowing.
+	MaxQueued      int
+	MaxQueuedBytes int
+	// WriteTimeout bounds each write that has no deadline of its own: an
+	// answer, a notification, a call without one (0 means
+	// DefaultWriteTimeout). A write the other side takes none of before
+	// its deadline closes the connection (a peer that stops reading is
+	// gone), with an operator log line; the call or notification fails as
+	// CauseStalled.
+	WriteTimeout time.Duration
 }
+
+// Defaults of Options' bounds.
+const (
+	DefaultMaxQueued      = 4096
+	DefaultMaxQueuedBytes = 32 << 20
+	DefaultWriteTimeout   = 10 * time.Second
+)
 
 // Peer is one end of a JSON-RPC connection.
 type Peer struct {
@@ -53,6 +76,13 @@ type Peer struct {
 	timeout time.Duration
 	recon   func() bool
 	handler Handler
+	wtime   time.Duration // WriteTimeout
+	limits  *lograte.Limiter
+
+	// replies carries the answers the reader decides on (refusals) to
+	// their writer, so the reader never writes.
+	replies     chan refusal
+	repliesDone chan struct{}
 
 	nextID atomic.Int64
 
@@ -90,6 +120,7 @@ type answer struct {
 	err       *protocol.Error
 	closed    bool
 	hostClose bool
+	why       closeWhy // for closed: why this side closed it, if it did
 }
 
 // NewPeer starts a peer on s and begins reading. The peer owns s: it closes
@@ -112,21 +143,33 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 	}
 	max := opts.MaxQueued
 	if max <= 0 {
-		max = 4096
+		max = DefaultMaxQueued
+	}
+	maxBytes := opts.MaxQueuedBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxQueuedBytes
+	}
+	wtime := opts.WriteTimeout
+	if wtime <= 0 {
+		wtime = DefaultWriteTimeout
 	}
 	p := &Peer{
-		s:        s,
-		name:     opts.Name,
-		log:      log,
-		timeout:  opts.Timeout,
-		recon:    recon,
-		handler:  h,
-		pending:  make(map[int64]*pendingCall),
-		done:     make(chan struct{}),
-		readDone: make(chan struct{}),
-		closeNow: make(chan struct{}),
+		s:           s,
+		name:        opts.Name,
+		log:         log,
+		timeout:     opts.Timeout,
+		recon:       recon,
+		handler:     h,
+		wtime:       wtime,
+		limits:      lograte.New(log, opts.Name),
+		replies:     make(chan refusal, maxRefusals),
+		repliesDone: make(chan struct{}),
+		pending:     make(map[int64]*pendingCall),
+		done:        make(chan struct{}),
+		readDone:    make(chan struct{}),
+		closeNow:    make(chan struct{}),
 	}
-	p.inbox.init(max)
+	p.inbox.init(max, maxBytes)
 	p.owed.init()
 	base := opts.Context
 	if base == nil {
@@ -136,6 +179,7 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 	p.wctx, p.wcancel = context.WithCancel(context.Background())
 	go p.read()
 	go p.dispatch()
+	go p.writeRefusals()
 	return p
 }
 
@@ -239,8 +283,9 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 		if len(pending) > 0 {
 			p.logPendingAtClose(pending, byHost, hostClose, cause)
 		}
+		why := closeReason(cause, byHost)
 		for _, pc := range pending {
-			pc.ch <- answer{closed: true, hostClose: hostClose}
+			pc.ch <- answer{closed: true, hostClose: hostClose, why: why}
 		}
 		// Handlers' context ends now, either way, so none waits on a
 		// connection that is gone.
@@ -267,7 +312,9 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 				t.Stop()
 			}
 			p.wcancel()
+			<-p.repliesDone
 			p.s.Close()
+			p.limits.Close()
 			close(p.done)
 		}()
 	})
@@ -313,7 +360,10 @@ func (p *Peer) read() {
 		case kindResponse:
 			p.answer(env)
 		case kindRequest, kindNotification:
-			p.enqueue(&Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p})
+			p.enqueue(&Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p, size: len(msg)})
+		case kindInvalidRequest:
+			p.limits.Log(&logInvalidRequest, slog.String("id", boundForLog(string(env.ID), 64)))
+			p.refuse(&Request{id: env.ID, peer: p}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
 		default:
 			p.noise.skip(p.log, msg)
 		}
@@ -350,9 +400,9 @@ func (p *Peer) answer(env envelope) {
 	p.mu.Unlock()
 	if pc == nil {
 		if late {
-			p.log.Debug("late answer to an abandoned request dropped", slog.Int64("id", id))
+			p.limits.Log(&logLateAnswer, slog.Int64("id", id))
 		} else {
-			p.log.Debug("answer to no request of ours dropped", slog.String("id", boundForLog(string(env.ID), 64)))
+			p.limits.Log(&logStrayAnswer, slog.String("id", boundForLog(string(env.ID), 64)))
 		}
 		return
 	}
@@ -408,8 +458,17 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		cctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	if err := p.s.Write(cctx, body); err != nil {
-		return p.writeFailed(ce, err, ctx, cctx, o.timeout)
+	// The write has a deadline whatever the call's: a peer that stops
+	// reading must not hold a call that has none forever.
+	wctx, wbound := cctx, o.timeout
+	if _, ok := cctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(cctx, p.wtime)
+		defer cancel()
+		wbound = p.wtime
+	}
+	if err := p.s.Write(wctx, body); err != nil {
+		return p.writeFailed(ce, err, ctx, wctx, wbound)
 	}
 
 	select {
@@ -444,15 +503,58 @@ func (p *Peer) notSentClosed(ce *CallError, hostClose bool) error {
 	ce.Outcome = NotSent
 	if hostClose {
 		ce.Cause = CauseClosedHere
-	} else {
-		ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
+		return ce
 	}
+	p.mu.Lock()
+	why := closeReason(p.closeCause, p.byHost)
+	p.mu.Unlock()
+	ce.Cause, ce.Timeout, ce.Reconnecting = why.cause, why.after, p.recon()
 	return ce
 }
 
+// closeWhy is why a connection closed, as a call that failed on it reads:
+// CauseClosed, or the failure that made this side close it.
+type closeWhy struct {
+	cause Cause
+	after time.Duration // for CauseStalled
+}
+
+// closeReason classifies a connection's close cause.
+func closeReason(cause error, byHost bool) closeWhy {
+	var tl *transport.TooLargeError
+	var st *stallError
+	switch {
+	case !byHost:
+	case errors.As(cause, &tl):
+		return closeWhy{cause: CauseTooLarge}
+	case errors.As(cause, &st):
+		return closeWhy{cause: CauseStalled, after: st.after}
+	}
+	return closeWhy{cause: CauseClosed}
+}
+
+// stallError is the close cause when the other side took none of a
+// message before the write's deadline.
+type stallError struct{ after time.Duration }
+
+func (e *stallError) Error() string {
+	return "the other side took none of a message within " + ShortDuration(e.after)
+}
+
+// stalled closes a connection whose other side took none of a write (what,
+// for method) before its deadline d: it has stopped reading.
+func (p *Peer) stalled(d time.Duration, what, method string) {
+	p.log.Error("the other side took none of a message before its deadline, so it has stopped reading; closing the connection",
+		slog.Bool("closed_here", true), slog.String("message", what), slog.String("method", boundForLog(method, 100)),
+		slog.String("waited", ShortDuration(d)))
+	p.shutdown(&stallError{after: d}, true)
+}
+
 // writeFailed turns a failed write into the call's error. ctx is the
-// caller's context, cctx the same bounded by the call's deadline.
-func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, timeout time.Duration) error {
+// caller's context, wctx the same bounded by the write's deadline, which
+// is wbound: the call's, or WriteTimeout for a call without one.
+func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, wbound time.Duration) error {
+	cctx, timeout := wctx, wbound
 	p.mu.Lock()
 	_, stillPending := p.pending[ce.ID]
 	delete(p.pending, ce.ID)
@@ -485,6 +587,13 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
 		return p.notSentClosed(ce, hostClose)
+	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
+		// The write began and the peer took none of it before the
+		// write's own deadline: it has stopped reading, so the
+		// connection is of no more use.
+		p.stalled(timeout, "request", ce.Method)
+		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NotSent, CauseStalled, timeout, p.recon()
+		return ce
 	case ctx.Err() != nil:
 		// The caller gave up before the request was written.
 		ce.Outcome, ce.Cause = NotSent, CauseCanceled
@@ -511,7 +620,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 		if a.hostClose {
 			ce.Cause = CauseClosedHere
 		} else {
-			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
+			ce.Cause, ce.Timeout, ce.Reconnecting = a.why.cause, a.why.after, p.recon()
 		}
 		return ce
 	case a.err != nil:
@@ -553,23 +662,41 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	if closed {
 		return p.notSentClosed(ce, hostClose)
 	}
-	if err := p.s.Write(ctx, body); err != nil {
-		ce.Err = err
-		if errors.Is(err, transport.ErrClosed) {
-			p.mu.Lock()
-			hostClose = p.hostClose
-			p.mu.Unlock()
-			return p.notSentClosed(ce, hostClose)
-		}
-		ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
-		if errors.Is(err, transport.ErrPartialWrite) {
-			ce.Outcome, ce.Cause, ce.Reconnecting = NoResponse, CauseClosed, p.recon()
-			p.shutdown(err, true)
-		}
-		p.log.Warn("notification not written", slog.String("method", method), slog.String("error", err.Error()))
-		return ce
+	// The write is bounded by WriteTimeout, or sooner by ctx.
+	wctx, cancel := context.WithTimeout(ctx, p.wtime)
+	defer cancel()
+	err = p.s.Write(wctx, body)
+	if err == nil {
+		return nil
 	}
-	return nil
+	ce.Err = err
+	switch {
+	case errors.Is(err, transport.ErrClosed):
+		p.mu.Lock()
+		hostClose = p.hostClose
+		p.mu.Unlock()
+		return p.notSentClosed(ce, hostClose)
+	case errors.Is(err, transport.ErrPartialWrite):
+		ce.Outcome, ce.Cause, ce.Reconnecting = NoResponse, CauseClosed, p.recon()
+		p.shutdown(err, true)
+	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
+		// WriteTimeout passed with none of it taken: the peer has
+		// stopped reading.
+		p.stalled(p.wtime, "notification", method)
+		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NotSent, CauseStalled, p.wtime, p.recon()
+		return ce
+	case ctx.Err() != nil:
+		// The caller gave up (or its deadline passed) first.
+		ce.Outcome, ce.Cause = NotSent, CauseCanceled
+		return ce
+	case wctx.Err() != nil:
+		// WriteTimeout passed while the write waited its turn.
+		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, p.wtime
+	default:
+		ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
+	}
+	p.log.Warn("notification not written", slog.String("method", method), slog.String("error", err.Error()))
+	return ce
 }
 
 // abandonedSet remembers the ids of recently abandoned calls, so a late

@@ -47,10 +47,7 @@ func scanEnvelope(b []byte) (env envelope, ok bool) {
 			env.ID = val
 		case "method":
 			m, ok := jsonString(val)
-			if !ok {
-				return env, false
-			}
-			env.Method = m
+			env.Method, env.badMethod = m, !ok || m == ""
 		case "params":
 			env.Params = val
 		case "result":
@@ -97,10 +94,7 @@ func fallbackParse(b []byte) (envelope, bool) {
 	env := envelope{ID: raw["id"], Params: raw["params"], Result: raw["result"], Error: raw["error"]}
 	if m, ok := raw["method"]; ok {
 		s, ok := jsonString(m)
-		if !ok {
-			return envelope{}, false
-		}
-		env.Method = s
+		env.Method, env.badMethod = s, !ok || s == ""
 	}
 	return env, true
 }

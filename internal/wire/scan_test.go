@@ -20,9 +20,10 @@ func referenceEnvelope(b []byte) (envelope, bool) {
 	}
 	env := envelope{ID: raw["id"], Params: raw["params"], Result: raw["result"], Error: raw["error"]}
 	if m, ok := raw["method"]; ok {
-		if err := json.Unmarshal(m, &env.Method); err != nil {
-			return envelope{}, false
-		}
+		// A method that is not a non-empty string marks the message as
+		// an invalid request, answered -32600 when it has an id.
+		err := json.Unmarshal(m, &env.Method)
+		env.badMethod = err != nil || env.Method == ""
 	}
 	return env, true
 }
@@ -50,7 +51,7 @@ func TestScanEnvelopeMatchesEncodingJSON(t *testing.T) {
 			continue
 		}
 		if gotOK {
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(envelope{})); diff != "" {
 				t.Errorf("%q (-encoding/json +scan):\n%s", c, diff)
 			}
 		}
@@ -79,7 +80,7 @@ func FuzzScanEnvelope(f *testing.F) {
 			t.Fatalf("%q: ok = %v, encoding/json says %v", b, gotOK, wantOK)
 		}
 		if gotOK {
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(envelope{})); diff != "" {
 				t.Fatalf("%q (-encoding/json +scan):\n%s", b, diff)
 			}
 		}

@@ -114,7 +114,7 @@ func TestOversizeMessage(t *testing.T) {
 	mu.Unlock()
 
 	_, err = callTool(testCtx(t), p, "oversize", map[string]int{"bytes": 10000})
-	checkText(t, callError(t, err, wire.NoResponse, wire.CauseClosed), textClosedPending)
+	checkText(t, callError(t, err, wire.NoResponse, wire.CauseTooLarge), textTooLargePending)
 	waitDone(t, p)
 	var tl *transport.TooLargeError
 	if !errors.As(p.Err(), &tl) || tl.Limit != 4096 || !p.ClosedHere() {
@@ -134,7 +134,7 @@ func TestOversizeMessage(t *testing.T) {
 		t.Errorf("the close's log line does not say why: %v", closeLog.Attrs)
 	}
 	_, err = callTool(testCtx(t), p, "echo", map[string]string{"text": "x"})
-	checkText(t, callError(t, err, wire.NotSent, wire.CauseClosed), textNotSentClosed)
+	checkText(t, callError(t, err, wire.NotSent, wire.CauseTooLarge), textNotSentTooLarge)
 }
 
 // The default limit (16 MiB) takes a message of a few MiB.

@@ -28,6 +28,10 @@ const (
 	textNotWritten        = `tools/call to "discord" not sent: the write failed: write |1: no buffer space available`
 	textDeadline1         = `tools/call to "discord": no answer within 1s`
 	textDeadline3         = `tools/call to "discord": no answer within 3s`
+	textTooLargePending   = `tools/call to "discord": no answer: this side closed the connection because the peer sent a message over the size limit`
+	textNotSentTooLarge   = `tools/call to "discord" not sent: this side closed the connection because the peer sent a message over the size limit`
+	textStalledPending    = `tools/call to "discord": no answer: this side closed the connection because the peer took none of a message within 2s`
+	textNotSentStalled    = `tools/call to "discord" not sent: this side closed the connection because the peer took none of a message within 2s`
 
 	// The same for a notification (which has no id).
 	textNotifyNotSentClosed     = `notifications/progress to "discord" not sent: the connection is closed`
