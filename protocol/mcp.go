@@ -51,9 +51,37 @@ type InitializeResult struct {
 
 // ServerCapabilities is what a server advertises. Experimental holds the
 // MCPL advertisement under "mcpl", kept raw until it is parsed.
+//
+// A malformed experimental member (not an object) does not fail the
+// decode: Experimental is then nil (a plain MCP server) and
+// ExperimentalInvalid says what was wrong, for the log.
 type ServerCapabilities struct {
 	Tools        json.RawMessage            `json:"tools,omitempty"`
 	Experimental map[string]json.RawMessage `json:"experimental,omitempty"`
+	// ExperimentalInvalid is set when experimental was present and not a
+	// JSON object (or null); it is never encoded.
+	ExperimentalInvalid string `json:"-"`
+}
+
+// UnmarshalJSON decodes capabilities, tolerating a malformed experimental
+// member.
+func (c *ServerCapabilities) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Tools        json.RawMessage `json:"tools,omitempty"`
+		Experimental json.RawMessage `json:"experimental,omitempty"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*c = ServerCapabilities{Tools: raw.Tools}
+	if len(raw.Experimental) == 0 || string(raw.Experimental) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw.Experimental, &c.Experimental); err != nil {
+		c.Experimental = nil
+		c.ExperimentalInvalid = "capabilities.experimental is not a JSON object of members"
+	}
+	return nil
 }
 
 // MCPL returns the raw MCPL advertisement, or nil for a plain MCP server.

@@ -73,9 +73,10 @@ func (c *conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 
 // heldMsg is a privileged message waiting for the policy to settle.
 type heldMsg struct {
-	ctx   context.Context
-	req   *wire.Request
-	reply func(any, error) // nil for a notification
+	ctx     context.Context
+	req     *wire.Request
+	reply   func(any, error) // nil for a notification
+	release func()           // lets its bytes go from the connection's budget
 }
 
 // hold queues req while the policy exchange is open, or while what was
@@ -91,7 +92,10 @@ func (c *conn) hold(ctx context.Context, req *wire.Request) (held, full bool) {
 	if len(c.held) >= c.s.cfg.MaxHeld {
 		return false, true
 	}
-	m := heldMsg{ctx: ctx, req: req}
+	// Held, it still counts against the connection's inbound byte budget
+	// (wire.Options.MaxQueuedBytes): a server cannot make this host keep
+	// more than that, however many messages it sends before the policy.
+	m := heldMsg{ctx: ctx, req: req, release: req.Hold()}
 	if !req.IsNotification() {
 		m.reply = req.Defer()
 	}
@@ -102,11 +106,11 @@ func (c *conn) hold(ctx context.Context, req *wire.Request) (held, full bool) {
 // tooManyHeld refuses a request (drops a notification) beyond MaxHeld.
 func (s *Session) tooManyHeld(req *wire.Request) (any, error) {
 	if req.IsNotification() {
-		s.log.Warn("too many messages held for the policy exchange; notification dropped", "method", req.Method)
+		s.limits.Log(&logHeldFullNotification, "method", req.Method)
 		s.observe(req, false, "dropped: too many messages are waiting for the policy exchange", nil, nil)
 		return nil, nil
 	}
-	s.log.Warn("too many messages held for the policy exchange; request refused", "method", req.Method)
+	s.limits.Log(&logHeldFullRequest, "method", req.Method)
 	e := &protocol.Error{Code: wire.CodeOverloaded, Message: "request refused: too many requests are waiting for the policy exchange; try again later"}
 	s.observe(req, false, e.Message, nil, e)
 	return nil, e
@@ -148,6 +152,7 @@ func (c *conn) settle(g grant.Grant, notEstablished string) {
 		if m.reply != nil {
 			m.reply(res, err)
 		}
+		m.release()
 	}
 }
 
@@ -209,10 +214,10 @@ func (s *Session) deny(req *wire.Request, capability, reason string) (any, error
 	e := protocol.NewError(protocol.CodeCapabilityDenied, reason, map[string]string{"capability": capability})
 	s.observe(req, false, reason, nil, e)
 	if req.IsNotification() {
-		s.log.Info("privileged notification discarded", "method", req.Method, "capability", capability, "reason", reason)
+		s.limits.LogFor(&logDeniedNotification, req.Method, "method", req.Method, "capability", capability, "reason", reason)
 		return nil, nil
 	}
-	s.log.Info("privileged request refused", "method", req.Method, "capability", capability, "reason", reason)
+	s.limits.LogFor(&logDeniedRequest, req.Method, "method", req.Method, "capability", capability, "reason", reason)
 	return nil, e
 }
 
@@ -275,8 +280,12 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 	if p.EventID == "" {
 		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams, "Invalid params: push/event requires an eventId", nil))
 	}
+	if len(p.EventID) > MaxEventIDBytes {
+		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams,
+			fmt.Sprintf("Invalid params: the eventId is %d bytes; this host takes eventIds of at most %d bytes", len(p.EventID), MaxEventIDBytes), nil))
+	}
 	if prior, seen := s.dedupe.get(p.EventID); seen {
-		s.log.Debug("push/event retried; answered as before", "event_id", p.EventID)
+		s.limits.Log(&logEventRetried, "event_id", p.EventID)
 		s.observe(req, true, "duplicate eventId: answered as before", prior, nil)
 		return prior, nil
 	}
@@ -297,20 +306,30 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 }
 
 func (s *Session) rejectPush(req *wire.Request, eventID string, e *protocol.Error) (any, error) {
-	s.log.Info("push/event rejected", slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", e.Message))
+	s.limits.Log(&logPushRejected, slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", e.Message))
 	s.observe(req, false, e.Message, nil, e)
 	return nil, e
 }
 
-// dedupe remembers the answers to recent eventIds (bounded), across the
-// session's connections.
+// dedupe remembers the answers to recent eventIds across the session's
+// connections, bounded by count (dedupeKeep) and by bytes (dedupeBytes, of
+// the ids and the answers' words); the oldest go first. An id longer than
+// MaxEventIDBytes never reaches it: such an event is refused.
 type dedupe struct {
 	mu    sync.Mutex
 	seen  map[string]protocol.PushEventResult
 	order []string
+	bytes int
 }
 
-const dedupeKeep = 4096
+// Bounds of the push-event dedupe set.
+const (
+	// MaxEventIDBytes bounds a push event's eventId; a longer one is
+	// refused with -32602 and the reason.
+	MaxEventIDBytes = 512
+	dedupeKeep      = 4096
+	dedupeBytes     = 1 << 20
+)
 
 func (d *dedupe) get(id string) (protocol.PushEventResult, bool) {
 	d.mu.Lock()
@@ -319,18 +338,31 @@ func (d *dedupe) get(id string) (protocol.PushEventResult, bool) {
 	return r, ok
 }
 
+func entrySize(id string, r protocol.PushEventResult) int {
+	return len(id) + len(r.Reason) + len(r.InferenceID)
+}
+
 func (d *dedupe) put(id string, r protocol.PushEventResult) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
 		d.seen = make(map[string]protocol.PushEventResult)
 	}
-	if len(d.order) >= dedupeKeep {
-		delete(d.seen, d.order[0])
+	if old, ok := d.seen[id]; ok {
+		d.bytes -= entrySize(id, old)
+		d.order = slices.DeleteFunc(d.order, func(x string) bool { return x == id })
+	}
+	size := entrySize(id, r)
+	for len(d.order) > 0 && (len(d.order) >= dedupeKeep || d.bytes+size > dedupeBytes) {
+		oldest := d.order[0]
+		d.bytes -= entrySize(oldest, d.seen[oldest])
+		delete(d.seen, oldest)
+		d.order[0] = ""
 		d.order = d.order[1:]
 	}
 	d.seen[id] = r
 	d.order = append(d.order, id)
+	d.bytes += size
 }
 
 // HostAdvertisement is the host's experimental.mcpl for initialize: MCPL

@@ -170,6 +170,9 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 	}
 	st.Grant = emptyGrant()
 	raw := st.Init.Capabilities.MCPL()
+	if why := st.Init.Capabilities.ExperimentalInvalid; why != "" {
+		s.log.Warn("the server's capabilities are malformed; treated as a plain MCP server: tools work, MCPL is off", "problem", why)
+	}
 	if raw == nil {
 		s.log.Info("a plain MCP server: tools work, MCPL is off")
 		c.offer(nil, whyPlainMCP)

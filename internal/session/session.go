@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -168,6 +169,7 @@ type Session struct {
 	state     State
 
 	dedupe dedupe
+	limits *lograte.Limiter // the lines a server can make repeat
 
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
@@ -210,6 +212,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		log = slog.Default()
 	}
 	s := &Session{cfg: cfg, log: log.With("server", cfg.ID), reconnect: cfg.Reconnect.Enabled, base: context.WithoutCancel(ctx)}
+	s.limits = lograte.New(s.log, cfg.ID)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.running.init()
 	err := s.connect(ctx, false)
@@ -218,9 +221,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		return s, nil
 	case ctx.Err() != nil:
 		s.cancel()
+		s.limits.Close()
 		return nil, ctx.Err()
 	case !cfg.Reconnect.Enabled || errors.Is(err, ErrRefusedClose):
 		s.cancel()
+		s.limits.Close()
 		return nil, err
 	}
 	s.log.Warn("initial connect failed; will retry", "error", err.Error())
@@ -248,6 +253,7 @@ func (s *Session) Close() error {
 		c.peer.Close()
 	}
 	s.running.wait(false)
+	s.limits.Close()
 	return nil
 }
 
