@@ -422,12 +422,16 @@ func (h *Host) Close() error {
 	// A connect that ends now finds the host closed and closes its own
 	// session.
 	h.inflight.Wait()
+	// In parallel: each close may wait a grace period for a process that
+	// does not exit, and N such servers take one period, not N.
+	var wg sync.WaitGroup
 	for _, s := range servers {
-		s.sess.Close()
+		wg.Go(func() {
+			s.sess.Close()
+			s.sess.Wait()
+		})
 	}
-	for _, s := range servers {
-		s.sess.Wait()
-	}
+	wg.Wait()
 	h.bg.Wait()
 	return nil
 }

@@ -32,6 +32,16 @@ func requestFailedText(ce *wire.CallError) string {
 			return textNotSentClosedHere(s)
 		}
 		return textClosedHerePending(s)
+	case wire.CauseTooLarge:
+		if ce.Outcome == wire.NotSent {
+			return textNotSentTooLarge(s, ce.Reconnecting)
+		}
+		return textTooLargePending(s, ce.Reconnecting)
+	case wire.CauseStalled:
+		if ce.Outcome == wire.NotSent {
+			return textNotSentStalled(s, ce.Timeout, ce.Reconnecting)
+		}
+		return textStalledPending(s, ce.Timeout, ce.Reconnecting)
 	case wire.CauseWriteFailed:
 		return textNotWritten(s)
 	case wire.CauseEncodeFailed:
@@ -77,6 +87,43 @@ func textNotSentClosed(server string, reconnecting bool) string {
 
 func textNotSentClosedHere(server string) string {
 	return fmt.Sprintf(`The request wasn't sent: this host closed its connection to the "%s" server, so nothing ran. If calling it again fails, ask whoever runs this host.`, server)
+}
+
+// afterHostClosePending and afterHostCloseNotSent end a text for a
+// connection this host closed because the server misbehaved: what works
+// from there.
+func afterHostClosePending(reconnecting bool) string {
+	if reconnecting {
+		return "Check its effect before trying again; this host is reconnecting to it."
+	}
+	return "Check its effect before trying again. This host won't reconnect to it on its own. If you need it, ask whoever runs this host."
+}
+
+func afterHostCloseNotSent(reconnecting bool) string {
+	if reconnecting {
+		return "This host is reconnecting to it; try again later."
+	}
+	return "This host won't reconnect to it on its own. If you need it, ask whoever runs this host."
+}
+
+// textTooLargePending and textNotSentTooLarge: this host closed the
+// connection because the server sent a message over the size limit.
+func textTooLargePending(server string, reconnecting bool) string {
+	return fmt.Sprintf(`This host closed its connection to the "%s" server because the server sent a message over the size limit, before it answered, so whether the request took effect is unknown. %s`, server, afterHostClosePending(reconnecting))
+}
+
+func textNotSentTooLarge(server string, reconnecting bool) string {
+	return fmt.Sprintf(`The request wasn't sent: this host closed its connection to the "%s" server because the server sent a message over the size limit, so nothing ran. %s`, server, afterHostCloseNotSent(reconnecting))
+}
+
+// textStalledPending and textNotSentStalled: this host closed the
+// connection because the server stopped reading what it sends.
+func textStalledPending(server string, d time.Duration, reconnecting bool) string {
+	return fmt.Sprintf(`The "%s" server stopped reading what this host sends (it took nothing for %s), so this host closed its connection to it before it answered, and whether the request took effect is unknown. %s`, server, seconds(d), afterHostClosePending(reconnecting))
+}
+
+func textNotSentStalled(server string, d time.Duration, reconnecting bool) string {
+	return fmt.Sprintf(`The request wasn't sent: the "%s" server stopped reading what this host sends (it took nothing for %s), so this host closed its connection to it and nothing ran. %s`, server, seconds(d), afterHostCloseNotSent(reconnecting))
 }
 
 func textNotWritten(server string) string {

@@ -41,3 +41,9 @@ func textNoSuchTool(name string) string {
 func textArgsNotJSON(tool string) string {
 	return fmt.Sprintf(`The arguments for %s aren't valid JSON, so the call didn't run. Call it again with its arguments as a JSON object.`, tool)
 }
+
+// textArgsNotObject: the call's arguments are JSON, but not an object (kind
+// says what they are: "an array", "a string", ...), so nothing was sent.
+func textArgsNotObject(tool, kind string) string {
+	return fmt.Sprintf(`The arguments for %s are %s, not a JSON object, so the call didn't run. Call it again with its arguments as a JSON object.`, tool, kind)
+}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,11 +176,12 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 		h.log.Info("tool call refused by host policy", "server", id, "tool", tool)
 		return refuse(textToolDenied(id, name), nil)
 	}
-	if len(args) == 0 {
-		args = json.RawMessage(`{}`)
-	}
-	if !json.Valid(args) {
+	if !json.Valid(args) && len(bytes.TrimSpace(args)) > 0 {
 		return refuse(textArgsNotJSON(name), nil)
+	}
+	args, kind := toolArguments(args)
+	if kind != "" {
+		return refuse(textArgsNotObject(name, kind), nil)
 	}
 	var res protocol.CallToolResult
 	err := srv.sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: tool, Arguments: args}, &res,
@@ -216,4 +218,26 @@ func match(prefixes map[string]string, name string) (id, tool string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// toolArguments returns a call's arguments as sent: a JSON object as it
+// is, none (or null) as {}. Anything else is refused before it is sent
+// (MCP's arguments are an object): kind then names what it is ("an
+// array", "a string", "a number", "true or false").
+func toolArguments(args json.RawMessage) (json.RawMessage, string) {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || string(t) == "null" {
+		return json.RawMessage(`{}`), ""
+	}
+	switch t[0] {
+	case '{':
+		return args, ""
+	case '[':
+		return nil, "an array"
+	case '"':
+		return nil, "a string"
+	case 't', 'f':
+		return nil, "true or false"
+	}
+	return nil, "a number"
 }
