@@ -194,6 +194,16 @@ func TestToolErrorOutcomes(t *testing.T) {
 		te.Text != `The arguments for x--echo aren't valid JSON, so the call didn't run. Call it again with its arguments as a JSON object.` {
 		t.Errorf("arguments that are not JSON: %+v", err)
 	}
+	for args, kind := range map[string]string{`[1,2]`: "an array", `"hi"`: "a string", `42`: "a number", `true`: "true or false"} {
+		_, err = h.CallTool(t.Context(), "x--echo", json.RawMessage(args))
+		want := `The arguments for x--echo are ` + kind + `, not a JSON object, so the call didn't run. Call it again with its arguments as a JSON object.`
+		if !errors.As(err, &te) || te.Outcome != host.OutcomeRefused || te.Text != want {
+			t.Errorf("arguments %s: %+v", args, err)
+		}
+	}
+	if res, err := h.CallTool(t.Context(), "x--count", json.RawMessage(`null`)); err != nil || res.Text() == "" {
+		t.Errorf("null arguments (no arguments): %q, %v", res.Text(), err)
+	}
 	_, err = h.CallTool(t.Context(), "x--exit", json.RawMessage(`{"code":1}`))
 	if !errors.As(err, &te) || te.Outcome != host.OutcomeNoAnswer || !errors.Is(err, host.ErrConnectionClosed) {
 		t.Errorf("a call the server died in: %+v", err)

@@ -179,7 +179,7 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if !json.Valid(args) && len(bytes.TrimSpace(args)) > 0 {
 		return refuse(textArgsNotJSON(name), nil)
 	}
-	args, kind := toolArguments(args)
+	args, kind := protocol.ToolArguments(args)
 	if kind != "" {
 		return refuse(textArgsNotObject(name, kind), nil)
 	}
@@ -218,26 +218,4 @@ func match(prefixes map[string]string, name string) (id, tool string, ok bool) {
 		}
 	}
 	return "", "", false
-}
-
-// toolArguments returns a call's arguments as sent: a JSON object as it
-// is, none (or null) as {}. Anything else is refused before it is sent
-// (MCP's arguments are an object): kind then names what it is ("an
-// array", "a string", "a number", "true or false").
-func toolArguments(args json.RawMessage) (json.RawMessage, string) {
-	t := bytes.TrimSpace(args)
-	if len(t) == 0 || string(t) == "null" {
-		return json.RawMessage(`{}`), ""
-	}
-	switch t[0] {
-	case '{':
-		return args, ""
-	case '[':
-		return nil, "an array"
-	case '"':
-		return nil, "a string"
-	case 't', 'f':
-		return nil, "true or false"
-	}
-	return nil, "a number"
 }

@@ -8,7 +8,10 @@
 // wraps.
 package protocol
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // MCP methods this host uses.
 const (
@@ -115,6 +118,29 @@ type ListToolsResult struct {
 type CallToolParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// ToolArguments returns a tools/call's arguments as they are sent: a JSON
+// object as it is, none (empty, or null) as {}. Arguments that are JSON
+// but not an object are not sent (MCP's arguments are an object): kind
+// then says what they are ("an array", "a string", "a number", "true or
+// false"), and args is nil. raw must be valid JSON or empty.
+func ToolArguments(raw json.RawMessage) (args json.RawMessage, kind string) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return json.RawMessage(`{}`), ""
+	}
+	switch t[0] {
+	case '{':
+		return raw, ""
+	case '[':
+		return nil, "an array"
+	case '"':
+		return nil, "a string"
+	case 't', 'f':
+		return nil, "true or false"
+	}
+	return nil, "a number"
 }
 
 // CallToolResult is a tools/call answer. Content blocks are kept raw: the

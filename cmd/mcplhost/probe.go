@@ -48,7 +48,7 @@ type probe struct {
 	stream transport.Stream // the connection's, for how it ended
 }
 
-func runProbe(args []string, stdout, stderr io.Writer) int {
+func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f, err := parseProbeFlags(args)
 	if err != nil {
 		printer{stderr}.usageError(probeUsage, "mcplhost probe: %v", err)
@@ -64,7 +64,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	}
 	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, logOptions(level))), gone: make(chan struct{})}
 	p.ev = &eventLog{out: stdout, json: f.json}
-	return p.run(stderr)
+	return p.run(ctx, stderr)
 }
 
 // bound is d lowered to --timeout (which 0 leaves alone).
@@ -75,8 +75,9 @@ func (p *probe) bound(d time.Duration) time.Duration {
 	return d
 }
 
-func (p *probe) run(stderr io.Writer) int {
-	ctx := context.Background()
+// run probes the server; ctx ending (a signal) stops it wherever it is,
+// and the server is closed before it returns.
+func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 	pol := grant.Policy{Enable: p.f.enable, Disable: p.f.disable}
 	var dialErr error
 	sess, err := session.Connect(ctx, session.Config{
@@ -100,6 +101,9 @@ func (p *probe) run(stderr io.Writer) int {
 		ClientVersion:     version,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return exitFail // stopped: the caller says so
+		}
 		return p.failed(stderr, err, dialErr)
 	}
 	defer sess.Close()
@@ -126,7 +130,7 @@ func (p *probe) run(stderr io.Writer) int {
 	if complete && p.f.wait > 0 {
 		// The report is complete: a server that ends during the wait is
 		// reported, and probe still succeeds.
-		p.waitFor()
+		p.waitFor(ctx)
 		p.alive(sess, &rep, "the wait")
 	}
 	p.ev.finish()
@@ -198,7 +202,7 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 	var s transport.Stream
 	var err error
 	if p.f.url != "" {
-		opts := transport.WebSocketOptions{Logger: p.log}
+		opts := transport.WebSocketOptions{Logger: p.log, ConnectTimeout: p.bound(transport.DefaultConnectTimeout)}
 		if p.f.tokenEnv != "" {
 			tok, ok := os.LookupEnv(p.f.tokenEnv)
 			if !ok || tok == "" {
@@ -291,13 +295,14 @@ func (p *probe) call(ctx context.Context, sess *session.Session, c probeCall, de
 	return probeResult{Name: c.tool, OK: true, Text: text}
 }
 
-// waitFor listens for --wait, or until the connection ends.
-func (p *probe) waitFor() {
+// waitFor listens for --wait, or until the connection ends or ctx does.
+func (p *probe) waitFor(ctx context.Context) {
 	t := time.NewTimer(p.f.wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-p.gone:
+	case <-ctx.Done():
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // probeFlags is what `mcplhost probe` was asked to do.
@@ -152,6 +154,10 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 			i += 2
 			if !json.Valid(c.args) {
 				return f, fmt.Errorf("--call %s: the arguments are not valid JSON: %s", c.tool, c.args)
+			}
+			var kind string
+			if c.args, kind = protocol.ToolArguments(c.args); kind != "" {
+				return f, fmt.Errorf("--call %s: the arguments are %s, not a JSON object: %s", c.tool, kind, args[i])
 			}
 			f.calls = append(f.calls, c)
 		default:
