@@ -25,7 +25,7 @@ Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
 configuration errors.
 `
 
-func runCall(args []string, stdout, stderr io.Writer) int {
+func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		cfgPath string
 		wait    = 10 * time.Second
@@ -109,11 +109,12 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		t := time.NewTimer(wait)
 		select {
 		case <-h.Settled():
-			t.Stop()
 		case <-t.C:
+		case <-ctx.Done():
 		}
+		t.Stop()
 	}
-	res, err := h.CallTool(context.Background(), tool, rawArgs)
+	res, err := h.CallTool(ctx, tool, rawArgs)
 	if err != nil {
 		printer{stdout}.linef("error: %s", err)
 		return exitFail

@@ -10,12 +10,27 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainCode runs mcplhost as a process: the command, inside the stopper
+// (SIGINT, SIGTERM and a closed stdout stop it in order; a second signal
+// at once). It returns the exit status.
+func mainCode(args []string, stdout, stderr io.Writer) int {
+	s := newStopper()
+	defer s.stop()
+	code := run(s.ctx, args, s.guard(stdout), stderr)
+	if c := s.stopped(); c != nil {
+		printer{stderr}.linef("mcplhost: stopped (%s); the servers it started are closed", c.why)
+		return c.code
+	}
+	return code
 }
 
 const usage = `usage: mcplhost <command> [flags]
@@ -35,18 +50,20 @@ const (
 	exitUsage = 2
 )
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run runs the command args name. ctx ending stops it: what is pending
+// fails, its servers close, and it returns.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		printer{stderr}.text(usage)
 		return exitUsage
 	}
 	switch args[0] {
 	case "probe":
-		return runProbe(args[1:], stdout, stderr)
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
 	case "call":
-		return runCall(args[1:], stdout, stderr)
+		return runCall(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		printer{stdout}.text(usage)
 		return exitOK

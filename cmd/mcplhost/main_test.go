@@ -29,7 +29,7 @@ func (l leakCheckedM) Run() int {
 
 func TestMain(m *testing.M) {
 	os.Exit(testscript.RunMain(leakCheckedM{m}, map[string]func() int{
-		"mcplhost": func() int { return run(os.Args[1:], os.Stdout, os.Stderr) },
+		"mcplhost": func() int { return mainCode(os.Args[1:], os.Stdout, os.Stderr) },
 	}))
 }
 
