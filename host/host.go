@@ -454,11 +454,6 @@ func (h *Host) goBackground(f func()) bool {
 
 // serveInbound answers what a server sends that the session passes on.
 func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
-	if req.Method == protocol.MethodPing {
-		// MCP: the receiver answers at once with an empty result. A server
-		// that pings to keep its session alive closes one whose ping fails.
-		return struct{}{}, nil
-	}
 	if req.Method == protocol.MethodToolsListChanged {
 		h.mu.Lock()
 		sess := srv.sess

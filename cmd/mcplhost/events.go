@@ -315,8 +315,6 @@ type probeHandler struct{}
 
 func (probeHandler) Serve(_ context.Context, req *wire.Request) (any, error) {
 	switch req.Method {
-	case protocol.MethodPing:
-		return struct{}{}, nil
 	case protocol.MethodChannelsRegister:
 		var p protocol.ChannelsRegisterParams
 		if err := json.Unmarshal(req.Params, &p); err != nil {

@@ -231,6 +231,12 @@ func notImplemented(method string) string {
 
 // serveHost hands a method to the host's handler.
 func (s *Session) serveHost(ctx context.Context, req *wire.Request) (any, error) {
+	if req.Method == protocol.MethodPing {
+		// MCP: the receiver answers at once with an empty result, whoever
+		// embeds the session. A server that pings to keep its session
+		// alive closes one whose ping fails.
+		return struct{}{}, nil
+	}
 	if s.cfg.Handler == nil {
 		return nil, wire.ErrMethodNotFound
 	}

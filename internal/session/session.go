@@ -49,8 +49,9 @@ type Config struct {
 	Reconnect Reconnect
 	// Handler answers the privileged methods the session admits, other
 	// than push/event (which OnPushEvent answers), and the server's other
-	// requests and notifications (ping, tools/list_changed). Methods it
-	// does not handle are answered "method not found". Nil handles none.
+	// requests and notifications (tools/list_changed; ping the session
+	// answers itself). Methods it does not handle are answered "method
+	// not found". Nil handles none.
 	// It is called from the connection's dispatch goroutine, in arrival
 	// order, and, for the privileged messages held until the policy
 	// settled, from the goroutine that connected, in their arrival order:
