@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/hostile"
 	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 )
@@ -29,6 +30,7 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testserver.Cleanup()
+		hostile.Cleanup()
 		sdkCleanup()
 		os.Exit(code)
 	}))
