@@ -551,10 +551,9 @@ func (p *Peer) stalled(d time.Duration, what, method string) {
 }
 
 // writeFailed turns a failed write into the call's error. ctx is the
-// caller's context, wctx the same bounded by the write's deadline, which
-// is wbound: the call's, or WriteTimeout for a call without one.
-func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, wbound time.Duration) error {
-	cctx, timeout := wctx, wbound
+// caller's context, cctx the same bounded by the write's deadline, which
+// is timeout: the call's, or WriteTimeout for a call without one.
+func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, timeout time.Duration) error {
 	p.mu.Lock()
 	_, stillPending := p.pending[ce.ID]
 	delete(p.pending, ce.ID)
