@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/hostile"
 	"github.com/mcpl-go/mcpl/internal/logtest"
+	"github.com/mcpl-go/mcpl/internal/testbin"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 )
 
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testserver.Cleanup()
 		hostile.Cleanup()
-		sdkCleanup()
+		sdkServer.Cleanup()
 		os.Exit(code)
 	}))
 }
@@ -238,40 +238,14 @@ func openFIFO(t testing.TB, path string, flag int) {
 
 // ---- the official SDK's plain MCP server ----
 
-var (
-	sdkOnce sync.Once
-	sdkPath string
-	sdkErr  error
-	sdkOut  []byte
-)
+// sdkServer is internal/mcpsdkserver, built once per test process.
+var sdkServer = func() *testbin.Program {
+	_, file, _, _ := runtime.Caller(0)
+	return &testbin.Program{Dir: filepath.Dir(file), Pkg: "../internal/mcpsdkserver", Name: "mcpsdkserver"}
+}()
 
-// sdkBinary builds internal/mcpsdkserver once per test process and returns
-// its path.
-func sdkBinary(t testing.TB) string {
-	t.Helper()
-	sdkOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mcpl-mcpsdkserver-")
-		if err != nil {
-			sdkErr = err
-			return
-		}
-		sdkPath = filepath.Join(dir, "mcpsdkserver")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", sdkPath, "../internal/mcpsdkserver")
-		cmd.Dir = filepath.Dir(file)
-		sdkOut, sdkErr = cmd.CombinedOutput()
-	})
-	if sdkErr != nil {
-		t.Fatalf("building the SDK server: %v\n%s", sdkErr, sdkOut)
-	}
-	return sdkPath
-}
-
-func sdkCleanup() {
-	if sdkPath != "" {
-		os.RemoveAll(filepath.Dir(sdkPath))
-	}
-}
+// sdkBinary returns the built SDK server's path.
+func sdkBinary(t testing.TB) string { return sdkServer.Path(t) }
 
 // ---- log capture ----
 

@@ -64,7 +64,7 @@ func (s *stopper) watch() {
 		if ss == syscall.SIGPIPE {
 			continue
 		}
-		cause := &stopCause{why: signalName(ss), code: exitFor(ss)}
+		cause := &stopCause{why: transport.SignalName(ss), code: exitFor(ss)}
 		if s.ctx.Err() == nil {
 			s.cancel(cause)
 			continue
@@ -106,14 +106,4 @@ func (g *guarded) Write(b []byte) (int, error) {
 		g.s.cancel(&stopCause{why: "stdout was closed", code: exitFor(syscall.SIGPIPE)})
 	}
 	return n, err
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return s.String()
 }

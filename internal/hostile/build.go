@@ -1,47 +1,22 @@
 package hostile
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/mcpl-go/mcpl/internal/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildOut  []byte
-)
+var program = func() *testbin.Program {
+	_, file, _, _ := runtime.Caller(0)
+	return &testbin.Program{Dir: filepath.Dir(file), Pkg: "./cmd/hostile", Name: "hostile"}
+}()
 
 // Binary builds the hostile program once per test process and returns its
 // path. The binary lives in a directory removed by Cleanup (call it from
 // TestMain after the tests have run).
-func Binary(tb testing.TB) string {
-	tb.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mcpl-hostile-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "hostile")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/hostile")
-		cmd.Dir = filepath.Dir(file)
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		tb.Fatalf("building the hostile server: %v\n%s", buildErr, buildOut)
-	}
-	return buildPath
-}
+func Binary(tb testing.TB) string { return program.Path(tb) }
 
 // Cleanup removes the built binary, if any.
-func Cleanup() {
-	if buildPath != "" {
-		os.RemoveAll(filepath.Dir(buildPath))
-	}
-}
+func Cleanup() { program.Cleanup() }

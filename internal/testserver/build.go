@@ -1,47 +1,22 @@
 package testserver
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/mcpl-go/mcpl/internal/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildOut  []byte
-)
+var program = func() *testbin.Program {
+	_, file, _, _ := runtime.Caller(0)
+	return &testbin.Program{Dir: filepath.Dir(file), Pkg: "./cmd/testserver", Name: "testserver"}
+}()
 
 // Binary builds the test server program once per test process and returns
 // its path. The binary lives in a directory removed by Cleanup (call it from
 // TestMain after the tests have run).
-func Binary(tb testing.TB) string {
-	tb.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mcpl-testserver-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "testserver")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/testserver")
-		cmd.Dir = filepath.Dir(file)
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		tb.Fatalf("building the test server: %v\n%s", buildErr, buildOut)
-	}
-	return buildPath
-}
+func Binary(tb testing.TB) string { return program.Path(tb) }
 
 // Cleanup removes the built binary, if any.
-func Cleanup() {
-	if buildPath != "" {
-		os.RemoveAll(filepath.Dir(buildPath))
-	}
-}
+func Cleanup() { program.Cleanup() }

@@ -434,9 +434,9 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 		return // nothing was left to signal
 	}
 	if leaderGone {
-		p.log.Info("server process exited but left its process group running; signalled", "signal", signalName(sig))
+		p.log.Info("server process exited but left its process group running; signalled", "signal", SignalName(sig))
 	} else {
-		p.log.Info("server process did not exit; signalled", "signal", signalName(sig))
+		p.log.Info("server process did not exit; signalled", "signal", SignalName(sig))
 	}
 }
 
@@ -564,7 +564,7 @@ func (p *Process) kill() {
 		err = p.cmd.Process.Kill()
 	}
 	if err == nil {
-		p.log.Info("server process group killed", "signal", signalName(syscall.SIGKILL))
+		p.log.Info("server process group killed", "signal", SignalName(syscall.SIGKILL))
 	}
 }
 
@@ -577,13 +577,13 @@ func (p *Process) CloseInfo() CloseInfo {
 	}
 	info := CloseInfo{Exited: true, ExitCode: p.state.ExitCode(), StderrTail: p.tail.String()}
 	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		info.Signal = signalName(ws.Signal())
+		info.Signal = SignalName(ws.Signal())
 	}
 	return info
 }
 
-// signalName names a signal as an operator writes it ("SIGTERM").
-func signalName(s syscall.Signal) string {
+// SignalName names a signal as an operator writes it ("SIGTERM").
+func SignalName(s syscall.Signal) string {
 	switch s {
 	case syscall.SIGTERM:
 		return "SIGTERM"
