@@ -20,6 +20,12 @@ import (
 type decoder struct {
 	file     string
 	problems []Problem
+
+	// budget is how much more aliases may have checked (see alias); set
+	// by decodeFile.
+	budget int
+	// sizes memoizes size.
+	sizes map[*yaml.Node]int
 }
 
 func (d *decoder) add(line int, key, format string, args ...any) {
@@ -29,7 +35,11 @@ func (d *decoder) add(line int, key, format string, args ...any) {
 // err returns the problems in file order; problems on one line keep the
 // order they were found in.
 func (d *decoder) err() *Error {
-	slices.SortStableFunc(d.problems, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
+	byLine := func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) }
+	// Most are found in file order already.
+	if !slices.IsSortedFunc(d.problems, byLine) {
+		slices.SortStableFunc(d.problems, byLine)
+	}
 	return &Error{Problems: d.problems}
 }
 
@@ -75,8 +85,7 @@ func (d *decoder) syntax(data []byte, err error) {
 			line, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(m, "yaml: line "), ": "))
 		}
 	}
-	lines := strings.Split(string(data), "\n")
-	if line > 0 && line <= len(lines) && strings.Contains(lines[line-1], "\t") && !strings.Contains(msg, "tab") {
+	if line > 0 && bytes.ContainsRune(lineAt(data, line), '\t') && !strings.Contains(msg, "tab") {
 		msg += " (indent with spaces: YAML does not allow tabs there)"
 	}
 	d.add(line, "", "not valid YAML: %s", msg)
@@ -87,10 +96,22 @@ func (d *decoder) syntax(data []byte, err error) {
 // prefix that holds the bad line to fail as the whole file does; a prefix
 // cut inside a construct that spans lines may fail the same way, which
 // points at where that construct starts.
+//
+// It parses about log2(lines) prefixes, at most the whole file each: this
+// is the one step whose time is not linear in the file's size, and it is
+// taken only for a file that is not valid YAML.
 func failingLine(data []byte, msg string) int {
-	lines := bytes.SplitAfter(data, []byte("\n"))
+	// ends[k] is where the first k lines end, each with its newline; the
+	// last line is what follows the last newline, even if nothing.
+	ends := []int{0}
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	ends = append(ends, len(data))
 	fails := func(k int) bool {
-		dec := yaml.NewDecoder(bytes.NewReader(bytes.Join(lines[:k], nil)))
+		dec := yaml.NewDecoder(bytes.NewReader(data[:ends[k]]))
 		for {
 			var n yaml.Node
 			err := dec.Decode(&n)
@@ -100,7 +121,7 @@ func failingLine(data []byte, msg string) int {
 			return strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), "yaml: "), "yaml: ") == msg
 		}
 	}
-	lo, hi := 1, len(lines)
+	lo, hi := 1, len(ends)-1
 	for lo < hi {
 		mid := (lo + hi) / 2
 		if fails(mid) {
@@ -115,6 +136,22 @@ func failingLine(data []byte, msg string) int {
 	return lo
 }
 
+// lineAt returns line n (from 1) of data without its newline; nil past
+// the end.
+func lineAt(data []byte, n int) []byte {
+	for ; n > 1; n-- {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil
+		}
+		data = data[i+1:]
+	}
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	}
+	return data
+}
+
 // entry is one key of a mapping and its value.
 type entry struct {
 	name     string
@@ -123,48 +160,45 @@ type entry struct {
 
 // entries returns a mapping's pairs in order, recording keys given twice
 // and keys that are not names. Merge keys ("<<") add the pairs of the
-// mappings they name, under the keys given explicitly.
+// mappings they name, under the keys given explicitly; a merged mapping's
+// own merges follow its pairs, depth first. A mapping reached again by
+// another route (or a cycle of aliases) adds nothing new, so it is walked
+// once: otherwise merges that share mappings cost time exponential in the
+// file's length, and a cycle never ends.
 func (d *decoder) entries(n *yaml.Node, path string) []entry {
-	var out []entry
-	var merges []*yaml.Node
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-			merges = append(merges, v)
-			continue
-		}
-		if deref(k).Kind != yaml.ScalarNode {
-			d.add(k.Line, path, "a key must be a name, not %s", describe(k))
-			continue
-		}
-		name := deref(k).Value
-		if first, dup := seen[name]; dup {
-			d.add(k.Line, join(path, name), "given twice in one mapping (first on line %d)", first)
-			continue
-		}
-		seen[name] = k.Line
-		out = append(out, entry{name, k, v})
+	out, merges := d.pairs(n, path)
+	if len(merges) == 0 {
+		return out
+	}
+	seen := make(map[string]bool, len(out))
+	for _, e := range out {
+		seen[e.name] = true
 	}
 	visited := map[*yaml.Node]bool{n: true}
 	var merge func(m *yaml.Node, line int)
-	merge = func(m *yaml.Node, line int) {
-		m = deref(m)
+	merge = func(v *yaml.Node, line int) {
+		m := deref(v)
+		if visited[m] {
+			return
+		}
+		d.alias(v, join(path, "<<"))
 		switch m.Kind {
 		case yaml.MappingNode:
-			if visited[m] {
-				return
-			}
 			visited[m] = true
-			for _, e := range d.entries(m, path) {
-				if _, ok := seen[e.name]; !ok {
-					seen[e.name] = e.key.Line
+			own, more := d.pairs(m, path)
+			for _, e := range own {
+				if !seen[e.name] {
+					seen[e.name] = true
 					out = append(out, e)
 				}
+			}
+			for _, mm := range more {
+				merge(mm, mm.Line)
 			}
 		case yaml.SequenceNode:
 			for _, it := range m.Content {
 				if deref(it).Kind != yaml.MappingNode {
+					d.alias(it, join(path, "<<"))
 					d.add(it.Line, join(path, "<<"), "merges mappings, not %s", describe(it))
 					continue
 				}
@@ -180,6 +214,54 @@ func (d *decoder) entries(n *yaml.Node, path string) []entry {
 	return out
 }
 
+// pairs returns mapping n's own pairs in order and the values of its merge
+// keys, recording keys given twice and keys that are not names.
+func (d *decoder) pairs(n *yaml.Node, path string) (out []entry, merges []*yaml.Node) {
+	out = make([]entry, 0, len(n.Content)/2)
+	// A few keys are compared directly; a map finds duplicates among many.
+	var first map[string]int
+	if len(n.Content) > 2*smallMapping {
+		first = make(map[string]int, len(n.Content)/2)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		d.alias(k, path)
+		if deref(k).Kind != yaml.ScalarNode {
+			d.add(k.Line, path, "a key must be a name, not %s", describe(k))
+			continue
+		}
+		name := deref(k).Value
+		dupLine, dup := 0, false
+		if first != nil {
+			dupLine, dup = first[name]
+		} else {
+			for _, e := range out {
+				if e.name == name {
+					dupLine, dup = e.key.Line, true
+					break
+				}
+			}
+		}
+		if dup {
+			d.add(k.Line, join(path, name), "given twice in one mapping (first on line %d)", dupLine)
+			continue
+		}
+		if first != nil {
+			first[name] = k.Line
+		}
+		out = append(out, entry{name, k, v})
+	}
+	return out, merges
+}
+
+// smallMapping is the most keys a mapping may have for pairs to look for
+// duplicates without a map.
+const smallMapping = 16
+
 // fields walks mapping n at path: set receives each entry whose key is in
 // known, with its path; any other key is a problem that suggests the
 // nearest known one. It reports whether n was a mapping.
@@ -194,6 +276,7 @@ func (d *decoder) fields(n *yaml.Node, path string, line int, want string, known
 			d.add(e.key.Line, p, "unknown key%s", suggest(e.name, known))
 			continue
 		}
+		d.alias(e.val, p)
 		set(e, p)
 	}
 	return true
@@ -262,6 +345,7 @@ func (d *decoder) list(n *yaml.Node, path string, line int, want string, check f
 	ok := true
 	for i, it := range deref(n).Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
+		d.alias(it, p)
 		s, good := d.scalar(it, p, it.Line, "a string")
 		if good && check != nil {
 			if msg := check(s); msg != "" {
@@ -273,6 +357,59 @@ func (d *decoder) list(n *yaml.Node, path string, line int, want string, check f
 		out = append(out, s)
 	}
 	return out, ok
+}
+
+// alias charges the budget for checking, once more, the value that n
+// names when n is an alias; past the budget it stops the decoder (see
+// decodeFile). Every place the decoder takes a value from a mapping or a
+// list calls it first, so however much of the file aliases repeat, the
+// decoder's work stays proportional to the file's size and the budget: a
+// few lines of aliases could otherwise have it check more values than
+// there are bytes in the file, for every one of them.
+func (d *decoder) alias(n *yaml.Node, path string) {
+	if n.Kind != yaml.AliasNode || n.Alias == nil {
+		return
+	}
+	d.budget -= d.size(n.Alias)
+	if d.budget < 0 {
+		panic(overBudget{line: n.Line, path: path})
+	}
+}
+
+// overBudget is the panic that stops a decoder when aliases have used up
+// its budget, at the alias on line, where the value at path is.
+type overBudget struct {
+	line int
+	path string
+}
+
+// The alias budget: aliases may make the decoder check aliasBudgetBase of
+// size (see size), and one more for each aliasBudgetBytes bytes
+// of the file. That is seconds of checking at most, and far more than a
+// file needs that merges a mapping of defaults into each of its servers.
+const (
+	aliasBudgetBase  = 1 << 20
+	aliasBudgetBytes = 2
+)
+
+// size measures the work of checking n: its nodes, a node more for every
+// 16 bytes of scalar text, and an alias in it as one node (the decoder
+// charges for an alias where it reaches it).
+func (d *decoder) size(n *yaml.Node) int {
+	if s, ok := d.sizes[n]; ok {
+		return s
+	}
+	s := 1 + len(n.Value)/16
+	if n.Kind != yaml.AliasNode {
+		for _, c := range n.Content {
+			s += d.size(c)
+		}
+	}
+	if d.sizes == nil {
+		d.sizes = map[*yaml.Node]int{}
+	}
+	d.sizes[n] = s
+	return s
 }
 
 func deref(n *yaml.Node) *yaml.Node {
@@ -330,45 +467,71 @@ var hints = map[string]string{
 }
 
 // suggest returns " (hint)" for an unknown key: a known key within a small
-// edit distance, or a hint; "" when nothing is close.
+// edit distance, or a hint; "" when nothing is close. Of the known keys
+// nearest to name, case aside, it names the first.
 func suggest(name string, known []string) string {
 	if h, ok := hints[name]; ok {
 		return " (" + h + ")"
-	}
-	best, bestDist := "", -1
-	for _, k := range known {
-		dist := editDistance(strings.ToLower(name), strings.ToLower(k))
-		if bestDist < 0 || dist < bestDist {
-			best, bestDist = k, dist
-		}
 	}
 	limit := 2
 	if len(name) <= 4 {
 		limit = 1
 	}
-	if best == "" || bestDist > limit {
+	lower := strings.ToLower(name)
+	best, bestDist := "", limit+1
+	for _, k := range known {
+		// Only a key nearer than the best so far can replace it.
+		if dist, ok := editDistanceWithin(lower, k, bestDist-1); ok {
+			best, bestDist = k, dist
+		}
+	}
+	if best == "" {
 		return ""
 	}
 	return " (did you mean " + best + "?)"
 }
 
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// editDistanceWithin returns the Levenshtein distance, in bytes, between
+// a and the ASCII key b in lower case, and whether it is at most limit;
+// when it is not, it stops as soon as that is certain.
+func editDistanceWithin(a, b string, limit int) (int, bool) {
+	if limit < 0 || len(a)-len(b) > limit || len(b)-len(a) > limit {
+		return 0, false
+	}
+	var buf [64]int // room for the known keys' rows
+	n := len(b) + 1
+	prev, cur := buf[:0], buf[:0]
+	if 2*n <= len(buf) {
+		prev, cur = buf[:n], buf[n:2*n]
+	} else {
+		prev, cur = make([]int, n), make([]int, n)
+	}
 	for j := range prev {
 		prev[j] = j
 	}
 	for i := 1; i <= len(a); i++ {
 		cur[0] = i
+		least := i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if a[i-1] == lowerASCII(b[j-1]) {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			least = min(least, cur[j])
+		}
+		if least > limit {
+			// Every path to the end goes through this row.
+			return 0, false
 		}
 		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return prev[len(b)], prev[len(b)] <= limit
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

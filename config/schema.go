@@ -20,7 +20,18 @@ var (
 
 // decodeFile decodes a whole file; it returns nil when the file is not a
 // YAML mapping at all.
-func (d *decoder) decodeFile(data []byte, dir string) *Config {
+func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
+	d.budget = aliasBudgetBase + len(data)/aliasBudgetBytes
+	defer func() {
+		switch r := recover().(type) {
+		case nil:
+		case overBudget:
+			d.add(r.line, r.path, "checking stopped here: the file's aliases repeat too much of it to check in reasonable time; alias fewer or smaller values")
+			cfg = nil
+		default:
+			panic(r)
+		}
+	}()
 	root := d.parse(data)
 	if root == nil {
 		return nil
@@ -29,7 +40,7 @@ func (d *decoder) decodeFile(data []byte, dir string) *Config {
 		d.add(root.Line, "", "the file must be a mapping of keys (store:, servers:), not %s", describe(root))
 		return nil
 	}
-	cfg := &Config{Dir: dir, Store: filepath.Join(dir, DefaultStore)}
+	cfg = &Config{Dir: dir, Store: filepath.Join(dir, DefaultStore)}
 	var seen []placed
 	d.fields(root, "", root.Line, "", topKeys, func(e entry, path string) {
 		switch e.name {
@@ -48,13 +59,19 @@ func (d *decoder) decodeFile(data []byte, dir string) *Config {
 				d.wrong(e.val, path, e.key.Line, "a list of servers, each starting with - id:")
 				return
 			}
-			for i, it := range deref(e.val).Content {
+			items := deref(e.val).Content
+			if len(items) > 0 { // servers: [] leaves Servers nil
+				cfg.Servers = make([]Server, 0, len(items))
+				seen = make([]placed, 0, len(items))
+			}
+			for i, it := range items {
 				p := placed{path: fmt.Sprintf("%s[%d]", path, i)}
-				var ok bool
-				p.Server, ok = d.server(it, &p, dir)
+				d.alias(it, p.path)
+				s, ok := d.server(it, &p, dir)
 				if ok {
-					cfg.Servers = append(cfg.Servers, p.Server)
+					cfg.Servers = append(cfg.Servers, s)
 				}
+				p.ID, p.ToolPrefix = s.ID, s.ToolPrefix
 				seen = append(seen, p)
 			}
 		}
@@ -63,9 +80,10 @@ func (d *decoder) decodeFile(data []byte, dir string) *Config {
 	return cfg
 }
 
-// placed is a decoded server with where its parts are in the file.
+// placed is where a decoded server's parts are in the file, with what
+// crossServers compares.
 type placed struct {
-	Server
+	ID, ToolPrefix  string
 	path            string
 	idLine, preLine int // the lines of its id and its tool prefix (0 when absent)
 	idOK, preOK     bool
@@ -245,6 +263,7 @@ func (d *decoder) env(n *yaml.Node, path string, line int) map[string]string {
 			d.add(e.key.Line, path, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", e.name)
 			continue
 		}
+		d.alias(e.val, join(path, e.name))
 		if v := deref(e.val); v.Kind != yaml.ScalarNode || isNull(v) {
 			d.wrong(e.val, join(path, e.name), e.key.Line, `a string (write "" for an empty one)`)
 			continue
@@ -295,30 +314,106 @@ func (d *decoder) subscription(n *yaml.Node, path string, line int) Subscription
 }
 
 // crossServers checks what no one server can: unique ids, and prefixes
-// that do not meet. Each pair is reported once, at the later server.
+// that do not meet. Each pair is reported once, at the later server,
+// naming the first earlier server it clashes with. Maps of what earlier
+// servers hold answer each server in time linear in its id and prefix.
 func (d *decoder) crossServers(servers []placed) {
+	firstID := make(map[string]int, len(servers)) // id: the first server with it
 	for i, s := range servers {
-		for _, o := range servers[:i] {
-			if s.idOK && o.idOK && s.ID == o.ID {
-				d.add(s.idLine, join(s.path, "id"), "%q is also the id of %s (line %d); ids must be unique", s.ID, o.path, o.idLine)
-				break
-			}
+		if !s.idOK {
+			continue
 		}
+		j, dup := firstID[s.ID]
+		if !dup {
+			firstID[s.ID] = i
+			continue
+		}
+		o := servers[j]
+		d.add(s.idLine, join(s.path, "id"), "%q is also the id of %s (line %d); ids must be unique", s.ID, o.path, o.idLine)
 	}
+	// An earlier server's prefix meets s's when it equals s's, when it is
+	// a stem of s's, or when s's is a stem of it (see stems).
+	var exact, stemOf prefixIndex
 	for i, s := range servers {
 		if !s.preOK || !s.idOK {
 			continue
 		}
-		var owners []PrefixOwner
-		for _, o := range servers[:i] {
-			if o.preOK && o.idOK && o.ID != s.ID {
-				owners = append(owners, PrefixOwner{ID: o.ID, Prefix: o.ToolPrefix})
-			}
+		o := exact.first(servers, s.ID, s.ToolPrefix, -1)
+		o = stemOf.first(servers, s.ID, s.ToolPrefix, o)
+		for _, stem := range stems(s.ToolPrefix) {
+			o = exact.first(servers, s.ID, stem, o)
 		}
-		if err := CheckPrefix(s.ID, s.ToolPrefix, owners); err != nil {
+		if o >= 0 {
+			// Any number of servers may name this other one: only so much
+			// of its id is quoted each time.
+			other := servers[o].ID
+			if len(other) > maxQuotedID {
+				other = other[:maxQuotedID] + "..."
+			}
+			err := &PrefixConflictError{ID: s.ID, Prefix: s.ToolPrefix, OtherID: other, OtherPrefix: servers[o].ToolPrefix}
 			d.add(s.preLine, join(s.path, "toolPrefix"), "%v", err)
 		}
+		exact.add(servers, s.ToolPrefix, i)
+		for _, stem := range stems(s.ToolPrefix) {
+			stemOf.add(servers, stem, i)
+		}
 	}
+}
+
+// maxQuotedID is the most of another server's id a problem quotes.
+const maxQuotedID = 256
+
+// stems returns the prefixes that p meets while longer than them: each
+// s with p == s+"-" or p starting with s+"--" (PrefixesMeet). A prefix
+// that passes prefixProblem has none, so for the servers of a valid file
+// this is always empty and two prefixes meet only when they are equal.
+func stems(p string) []string {
+	var out []string
+	for k := range len(p) {
+		if p[k:] == "-" || strings.HasPrefix(p[k:], "--") {
+			out = append(out, p[:k])
+		}
+	}
+	return out
+}
+
+// prefixIndex files servers, by index, under strings. Among the servers
+// filed under one string, the first whose id is not a given one is either
+// the first filed or, when that has the given id, the first filed with
+// another id than it: those two are all it keeps.
+type prefixIndex map[string]*filed
+
+type filed struct {
+	first, other int // other is -1 until a server with another id is filed
+}
+
+func (x *prefixIndex) add(servers []placed, key string, i int) {
+	if *x == nil {
+		*x = prefixIndex{}
+	}
+	switch f, ok := (*x)[key]; {
+	case !ok:
+		(*x)[key] = &filed{first: i, other: -1}
+	case f.other < 0 && servers[f.first].ID != servers[i].ID:
+		f.other = i
+	}
+}
+
+// first returns the earlier of best (-1 for none) and the first server
+// filed under key whose id is not id.
+func (x prefixIndex) first(servers []placed, id, key string, best int) int {
+	f, ok := x[key]
+	if !ok {
+		return best
+	}
+	o := f.first
+	if servers[o].ID == id {
+		o = f.other
+	}
+	if o >= 0 && (best < 0 || o < best) {
+		return o
+	}
+	return best
 }
 
 func storeProblem(s string) string {
