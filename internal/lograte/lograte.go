@@ -44,6 +44,7 @@ type Limiter struct {
 	mu     sync.Mutex
 	kinds  map[slot]*count
 	closed bool
+	timers sync.WaitGroup // window-end summaries scheduled or being logged
 }
 
 // slot is what is counted apart: a Kind, or a Kind for one key.
@@ -91,7 +92,11 @@ func (l *Limiter) log1(s slot, attrs []any) {
 	// The first in a window: log it, and count what follows until the
 	// window's end.
 	c.since = time.Now()
-	c.timer = time.AfterFunc(l.window, func() { l.flush(s, false) })
+	l.timers.Add(1)
+	c.timer = time.AfterFunc(l.window, func() {
+		defer l.timers.Done()
+		l.flush(s, false)
+	})
 	l.mu.Unlock()
 	l.log.Log(context.Background(), level(s.k), s.k.Msg, attrs...)
 }
@@ -108,7 +113,10 @@ func (l *Limiter) flush(s slot, last bool) {
 	n, since := c.n, c.since
 	c.n = 0
 	if c.timer != nil {
-		c.timer.Stop()
+		if c.timer.Stop() {
+			// It will not run: nothing is left to wait for.
+			l.timers.Done()
+		}
 		c.timer = nil
 	}
 	l.mu.Unlock()
@@ -134,8 +142,9 @@ func (l *Limiter) flush(s slot, last bool) {
 	l.log.Log(context.Background(), level(s.k), fmt.Sprintf(s.k.Summary, Thousands(n), from, span), attrs...)
 }
 
-// Close logs every summary still counted, and stops the timers; later
-// occurrences are counted and never logged.
+// Close logs every summary still counted, stops the timers and waits for
+// a summary a timer is logging, so nothing is logged after it returns;
+// later occurrences are counted and never logged.
 func (l *Limiter) Close() {
 	l.mu.Lock()
 	l.closed = true
@@ -147,6 +156,7 @@ func (l *Limiter) Close() {
 	for _, s := range slots {
 		l.flush(s, true)
 	}
+	l.timers.Wait()
 }
 
 func level(k *Kind) slog.Level {

@@ -131,3 +131,49 @@ func TestLogForKeys(t *testing.T) {
 		}
 	})
 }
+
+// Close waits for a window-end summary a timer is logging: nothing is
+// logged after Close returns.
+func TestCloseWaitsForSummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		writing, release := make(chan struct{}), make(chan struct{})
+		var buf logBuf
+		h := slog.NewTextHandler(&gate{w: &buf, writing: writing, release: release}, nil)
+		l := New(slog.New(h), "x")
+		l.Log(dropped) // logged at once: the gate lets the first line through
+		l.Log(dropped)
+		time.Sleep(Window) // the summary's timer fires and blocks in the gate
+		<-writing
+		closed := make(chan struct{})
+		go func() { l.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a summary was being logged")
+		default:
+		}
+		close(release)
+		<-closed
+		if got := lines(&buf); len(got) != 2 {
+			t.Fatalf("lines = %q, want the first and the summary", got)
+		}
+	})
+}
+
+// gate passes the first write, then blocks the second until released,
+// saying when it is there.
+type gate struct {
+	w       *logBuf
+	n       int
+	writing chan struct{}
+	release chan struct{}
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.n++
+	if g.n == 2 {
+		close(g.writing)
+		<-g.release
+	}
+	return g.w.Write(p)
+}
