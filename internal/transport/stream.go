@@ -77,6 +77,13 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("transport: message of at least %d bytes exceeds the limit of %d bytes", e.Size, e.Limit)
 }
 
+// PeerFaultError is a Read error for a peer that broke the transport's
+// rules (a binary frame on a WebSocket). The stream is unusable; the layer
+// above closes it, as its own doing, and Close tells the peer why.
+type PeerFaultError struct{ Reason string }
+
+func (e *PeerFaultError) Error() string { return "transport: " + e.Reason }
+
 // CloseInfo describes how a stream ended. Zero fields are unknown or do not
 // apply. It is operator detail, for the log: none of it belongs in a text an
 // agent reads.

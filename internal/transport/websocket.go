@@ -79,12 +79,13 @@ type WebSocketOptions struct {
 // Log lines name the peer by its URL with userinfo, query and fragment
 // redacted (see RedactURL), or, for an accepted stream, by its address.
 type WebSocket struct {
-	c      *websocket.Conn
-	max    int
-	log    *slog.Logger
-	peer   string // the redacted URL dialed, or the remote address accepted
-	rest   []byte // the unread part of a frame being split into lines
-	failed error  // once set (a frame over the limit, a binary frame), every later Read returns it
+	c       *websocket.Conn
+	max     int
+	log     *slog.Logger
+	peer    string                         // the redacted URL dialed, or the remote address accepted
+	rest    []byte                         // the unread part of a frame being split into lines
+	failed  error                          // once set (a frame over the limit, a binary frame), every later Read returns it
+	refused atomic.Pointer[PeerFaultError] // a binary frame was refused: writes fail, Close sends 1003
 
 	lastSeen  atomic.Int64 // unix nanos of the last frame or pong
 	closing   atomic.Bool
@@ -444,17 +445,20 @@ func (ws *WebSocket) nextLine() []byte {
 // binaryReason is the close reason sent to a peer that sent a binary frame.
 const binaryReason = "MCPL messages are text frames"
 
-// refuseBinary closes the connection on a peer that sent a binary frame,
-// with status 1003, and returns the error every later Read returns.
+// refuseBinary refuses a binary frame: it returns the error every later
+// Read returns, a *PeerFaultError, at once; Close then closes with status
+// 1003 and the reason. The layer above closes the stream on that error,
+// as its own doing.
 func (ws *WebSocket) refuseBinary() error {
 	if ws.closing.Load() {
 		return ErrClosed
 	}
-	ws.failed = errors.New("transport: the websocket peer sent a binary frame; " + binaryReason)
+	pf := &PeerFaultError{Reason: "the websocket peer sent a binary frame; " + binaryReason}
+	ws.failed = pf
 	ws.setInfo(CloseInfo{Err: "the peer sent a binary frame; closed with 1003 (unsupported data): " + binaryReason})
 	ws.log.Warn("websocket peer sent a binary frame; closing", "peer", ws.peer, "ws_code", int(websocket.StatusUnsupportedData))
-	ws.c.Close(websocket.StatusUnsupportedData, binaryReason)
-	return ws.failed
+	ws.refused.Store(pf)
+	return pf
 }
 
 // jsonSpace is the whitespace JSON allows around a value.
@@ -504,6 +508,10 @@ func (ws *WebSocket) setInfo(info CloseInfo) {
 
 // Write implements Stream.
 func (ws *WebSocket) Write(ctx context.Context, msg []byte) error {
+	if pf := ws.refused.Load(); pf != nil {
+		// A binary frame was refused: closed, and why.
+		return errors.Join(ErrClosed, pf)
+	}
 	if ws.closing.Load() {
 		return ErrClosed
 	}
@@ -554,7 +562,11 @@ func (ws *WebSocket) Close() error {
 	ws.closeOnce.Do(func() {
 		ws.closing.Store(true)
 		ws.stop()
-		ws.c.Close(websocket.StatusNormalClosure, "")
+		if ws.refused.Load() != nil {
+			ws.c.Close(websocket.StatusUnsupportedData, binaryReason)
+		} else {
+			ws.c.Close(websocket.StatusNormalClosure, "")
+		}
 	})
 	<-ws.pingDone
 	return nil

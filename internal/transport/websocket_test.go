@@ -319,9 +319,10 @@ func TestWebSocketTooLarge(t *testing.T) {
 	}
 }
 
-// A binary frame is refused: the connection is closed with 1003 and a
-// reason, once, with one warning, and Read fails from then on; the lines
-// of a frame being split before it are still read.
+// A binary frame is refused: Read fails with a *PeerFaultError from then
+// on (with one warning), writes are refused, and Close (which the layer
+// above makes on that error) closes with 1003 and a reason; the lines of a
+// frame being split before it are still read.
 func TestWebSocketBinaryFrameRefused(t *testing.T) {
 	t.Parallel()
 	serverErr := make(chan error, 1)
@@ -339,8 +340,9 @@ func TestWebSocketBinaryFrameRefused(t *testing.T) {
 	if diff := cmp.Diff([]string{"one", "two"}, got); diff != "" {
 		t.Errorf("messages before the binary frame (-want +got):\n%s", diff)
 	}
-	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, transport.ErrClosed) || !strings.Contains(err.Error(), "binary frame") {
-		t.Fatalf("Read of a binary frame = %v, want an error naming the binary frame", err)
+	var pf *transport.PeerFaultError
+	if !errors.As(err, &pf) || errors.Is(err, io.EOF) || errors.Is(err, transport.ErrClosed) || !strings.Contains(err.Error(), "binary frame") {
+		t.Fatalf("Read of a binary frame = %v, want a *PeerFaultError naming the binary frame", err)
 	}
 	if _, again := readWithin(t, ws, testTimeout); again == nil || again.Error() != err.Error() {
 		t.Errorf("Read after the binary frame = %v, want %v again", again, err)
@@ -348,6 +350,10 @@ func TestWebSocketBinaryFrameRefused(t *testing.T) {
 	if info := ws.CloseInfo(); !strings.Contains(info.Err, "binary frame") || !strings.Contains(info.Err, "1003") {
 		t.Errorf("CloseInfo = %+v, want Err to name the binary frame and 1003", info)
 	}
+	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Write after the binary frame = %v, want ErrClosed", err)
+	}
+	ws.Close()
 	var ce websocket.CloseError
 	if serr := <-serverErr; !errors.As(serr, &ce) || ce.Code != websocket.StatusUnsupportedData || ce.Reason != "MCPL messages are text frames" {
 		t.Errorf("the server's Read ended with %v, want close status 1003 \"MCPL messages are text frames\"", serr)
@@ -358,9 +364,6 @@ func TestWebSocketBinaryFrameRefused(t *testing.T) {
 	}
 	if lvl, attrs, _ := rec.Find("websocket peer sent a binary frame; closing"); lvl != slog.LevelWarn || attrs["peer"].String() != url+"/mcp?REDACTED" {
 		t.Errorf("the warning: level %v, attrs %v; want Warn and peer %q", lvl, attrs, url+"/mcp?REDACTED")
-	}
-	if err := ws.Write(testCtx(t, testTimeout), []byte("x")); !errors.Is(err, transport.ErrClosed) {
-		t.Errorf("Write after the binary frame = %v, want ErrClosed", err)
 	}
 }
 

@@ -105,6 +105,7 @@ type Peer struct {
 	noise     noiseLog
 	closeNow  chan struct{} // closed by Close: no more waiting for owed answers
 	closeOnce sync.Once
+	faultOnce sync.Once // the peer-fault log line
 }
 
 type pendingCall struct {
@@ -377,6 +378,8 @@ func (p *Peer) readFailed(err error) {
 		p.log.Error("message over the size limit; closing the connection",
 			slog.Int("limit_bytes", tl.Limit), slog.Int("seen_bytes", tl.Size))
 		p.shutdown(err, true)
+	case errors.As(err, new(*transport.PeerFaultError)):
+		p.peerFault(err)
 	case errors.Is(err, transport.ErrClosed):
 		// After Close, shutdown has already run; otherwise the stream
 		// closed itself.
@@ -385,6 +388,17 @@ func (p *Peer) readFailed(err error) {
 		p.shutdown(err, false)
 	}
 	p.noise.flush(p.log)
+}
+
+// peerFault closes the connection on a peer that broke the transport's
+// rules (err wraps a *transport.PeerFaultError), as this side's doing: the
+// reader and a write may both find it, and the first closes.
+func (p *Peer) peerFault(err error) {
+	p.faultOnce.Do(func() {
+		p.log.Error("the other side broke the transport's rules; closing the connection",
+			slog.Bool("closed_here", true), slog.String("error", err.Error()))
+	})
+	p.shutdown(err, true)
 }
 
 // answer routes a response to the call waiting for it.
@@ -522,23 +536,23 @@ type closeWhy struct {
 // closeReason classifies a connection's close cause.
 func closeReason(cause error, byHost bool) closeWhy {
 	var tl *transport.TooLargeError
-	var st *stallError
+	var st *StallError
 	switch {
 	case !byHost:
 	case errors.As(cause, &tl):
 		return closeWhy{cause: CauseTooLarge}
 	case errors.As(cause, &st):
-		return closeWhy{cause: CauseStalled, after: st.after}
+		return closeWhy{cause: CauseStalled, after: st.After}
 	}
 	return closeWhy{cause: CauseClosed}
 }
 
-// stallError is the close cause when the other side took none of a
-// message before the write's deadline.
-type stallError struct{ after time.Duration }
+// StallError is Err after this side closed the connection because the
+// other side took none of a message for After: it has stopped reading.
+type StallError struct{ After time.Duration }
 
-func (e *stallError) Error() string {
-	return "the other side took none of a message within " + ShortDuration(e.after)
+func (e *StallError) Error() string {
+	return "the other side took none of a message within " + ShortDuration(e.After)
 }
 
 // stalled closes a connection whose other side took none of a write (what,
@@ -547,7 +561,7 @@ func (p *Peer) stalled(d time.Duration, what, method string) {
 	p.log.Error("the other side took none of a message before its deadline, so it has stopped reading; closing the connection",
 		slog.Bool("closed_here", true), slog.String("message", what), slog.String("method", boundForLog(method, 100)),
 		slog.String("waited", ShortDuration(d)))
-	p.shutdown(&stallError{after: d}, true)
+	p.shutdown(&StallError{After: d}, true)
 }
 
 // writeFailed turns a failed write into the call's error. ctx is the
@@ -585,6 +599,12 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 		p.shutdown(err, true)
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
+		if errors.As(err, new(*transport.PeerFaultError)) {
+			// The stream refused the peer before the reader saw it:
+			// the connection is over now, not when the reader gets to
+			// it, so no one reads it as open meanwhile.
+			p.peerFault(err)
+		}
 		return p.notSentClosed(ce, hostClose)
 	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
 		// The write began and the peer took none of it before the
@@ -671,6 +691,9 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	ce.Err = err
 	switch {
 	case errors.Is(err, transport.ErrClosed):
+		if errors.As(err, new(*transport.PeerFaultError)) {
+			p.peerFault(err)
+		}
 		p.mu.Lock()
 		hostClose = p.hostClose
 		p.mu.Unlock()
