@@ -168,7 +168,14 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 			step = "initialize"
 		}
 		if errors.Is(err, wire.ErrConnClosed) {
-			rep.Ended = p.ended(step)
+			rep.Ended = p.ended(nil, step)
+			switch {
+			case ce == nil:
+			case ce.Cause == wire.CauseTooLarge:
+				rep.Ended.ClosedHere, rep.Ended.Why = true, "the server sent a message over the size limit"
+			case ce.Cause == wire.CauseStalled:
+				rep.Ended.ClosedHere, rep.Ended.Why = true, closedHereWhy(&wire.StallError{After: ce.Timeout}, transport.CloseInfo{})
+			}
 			rep.Error = endLine(p.f.id, rep.Ended)
 		} else {
 			rep.Error = fmt.Sprintf("%s failed: %v", step, err)
@@ -210,9 +217,9 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 			}
 			opts.Token = tok
 		}
-		dctx, cancel := context.WithTimeout(ctx, p.bound(session.DefaultInitializeTimeout))
-		defer cancel()
-		s, err = transport.DialWebSocket(dctx, p.f.url, opts)
+		// ConnectTimeout bounds the dial and the upgrade, and words
+		// their end; ctx ends it early only when probe is stopped.
+		s, err = transport.DialWebSocket(ctx, p.f.url, opts)
 	} else {
 		s, err = transport.Spawn(transport.Command{Argv: p.f.command, InheritEnv: p.f.inheritEnv},
 			transport.StdioOptions{Logger: p.log.With("server", p.f.id)})
@@ -315,13 +322,13 @@ func (p *probe) alive(sess *session.Session, rep *probeReport, step string) bool
 	if sess.State().Connected {
 		return true
 	}
-	rep.Ended = p.ended(step)
+	rep.Ended = p.ended(sess, step)
 	return false
 }
 
 // ended says how the connection, which has ended, ended: the process's
 // exit status and the last lines of its stderr, or the WebSocket's close.
-func (p *probe) ended(step string) *probeEnd {
+func (p *probe) ended(sess *session.Session, step string) *probeEnd {
 	p.mu.Lock()
 	s := p.stream
 	p.mu.Unlock()
@@ -338,5 +345,26 @@ func (p *probe) ended(step string) *probeEnd {
 	if tail := strings.TrimRight(info.StderrTail, "\n"); tail != "" {
 		end.Stderr = strings.Split(tail, "\n")
 	}
+	if sess != nil {
+		if here, cause := sess.LastEnd(); here && cause != nil {
+			end.ClosedHere, end.Why = true, closedHereWhy(cause, info)
+		}
+	}
 	return end
+}
+
+// closedHereWhy says why this host closed a server's connection, from the
+// connection's close cause.
+func closedHereWhy(cause error, info transport.CloseInfo) string {
+	var tl *transport.TooLargeError
+	var st *wire.StallError
+	switch {
+	case errors.As(cause, &tl):
+		return fmt.Sprintf("the server sent a message over the size limit of %d bytes", tl.Limit)
+	case errors.As(cause, &st):
+		return "the server stopped reading what this host sent (it took nothing for " + wire.ShortDuration(st.After) + ")"
+	case info.Err != "":
+		return info.Err
+	}
+	return strings.TrimPrefix(cause.Error(), "transport: ")
 }

@@ -129,13 +129,17 @@ type probeEvent struct {
 
 // probeEnd is how the connection ended, and at which step.
 type probeEnd struct {
-	Step     string   `json:"step"`
-	ExitCode *int     `json:"exitCode,omitempty"`
-	Signal   string   `json:"signal,omitempty"`
-	WSCode   int      `json:"wsCode,omitempty"`
-	WSReason string   `json:"wsReason,omitempty"`
-	Error    string   `json:"error,omitempty"`
-	Stderr   []string `json:"stderr"`
+	Step string `json:"step"`
+	// ClosedHere is set when this host closed the connection because of
+	// what the server did; Why says what.
+	ClosedHere bool     `json:"closedHere"`
+	Why        string   `json:"why,omitempty"`
+	ExitCode   *int     `json:"exitCode,omitempty"`
+	Signal     string   `json:"signal,omitempty"`
+	WSCode     int      `json:"wsCode,omitempty"`
+	WSReason   string   `json:"wsReason,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	Stderr     []string `json:"stderr"`
 }
 
 // emptyReport is the report of the server id before anything is known,
@@ -379,6 +383,9 @@ func printEnd(w io.Writer, prefix, id string, e *probeEnd) {
 
 // endLine says in one line how the server's connection ended, and when.
 func endLine(id string, e *probeEnd) string {
+	if e.ClosedHere {
+		return fmt.Sprintf("this host closed its connection to the %q server during %s: %s", id, e.Step, e.Why)
+	}
 	var how string
 	switch {
 	case e.ExitCode != nil && e.Signal != "":

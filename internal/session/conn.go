@@ -99,7 +99,7 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 		c.abandon(whyClosed)
 		return ErrClosed
 	}
-	s.conn = c
+	s.conn, s.last = c, c
 	s.state = st
 	s.mu.Unlock()
 	c.settle(st.Grant, why)

@@ -165,6 +165,7 @@ type Session struct {
 
 	mu        sync.Mutex
 	conn      *conn // the current connection, nil between connections
+	last      *conn // the last connection installed, kept after it ends
 	closed    bool  // Close was called
 	reconnect bool  // reconnecting now (or will be)
 	state     State
@@ -405,6 +406,23 @@ func (s *Session) Call(ctx context.Context, method string, params, result any, o
 		return err
 	}
 	return c.peer.Call(ctx, method, params, result, opts...)
+}
+
+// LastEnd says how the last connection ended: closedHere when this side
+// closed it (Close, or because the server sent a message over the size
+// limit, stopped reading, or broke the transport's rules), and the cause
+// (wire.Peer.Err: a *transport.TooLargeError, a *wire.StallError, a
+// *transport.PeerFaultError, io.EOF, ...). cause is nil while the
+// connection is open, and before there was one. It is known as soon as
+// State says the connection is gone.
+func (s *Session) LastEnd() (closedHere bool, cause error) {
+	s.mu.Lock()
+	c := s.last
+	s.mu.Unlock()
+	if c == nil {
+		return false, nil
+	}
+	return c.peer.ClosedHere(), c.peer.Err()
 }
 
 // Notify sends a notification on the current connection. Between
