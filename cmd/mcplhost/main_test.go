@@ -18,6 +18,7 @@ type leakCheckedM struct{ m *testing.M }
 func (l leakCheckedM) Run() int {
 	code := l.m.Run()
 	testserver.Cleanup()
+	faultCleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
