@@ -500,7 +500,7 @@ func editDistanceWithin(a, b string, limit int) (int, bool) {
 	}
 	var buf [64]int // room for the known keys' rows
 	n := len(b) + 1
-	prev, cur := buf[:0], buf[:0]
+	var prev, cur []int
 	if 2*n <= len(buf) {
 		prev, cur = buf[:n], buf[n:2*n]
 	} else {
