@@ -3,6 +3,7 @@ package session_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mcpl-go/mcpl/grant"
@@ -84,6 +85,8 @@ func TestPushEventRejected(t *testing.T) {
 		{"eventId missing", `{"featureSet":"chat","timestamp":"2026-01-23T10:30:00Z","payload":{"content":[]}}`,
 			-32602, "", []string{"eventId"}},
 		{"params not an object", `[1,2]`, -32602, "", nil},
+		{"eventId too long", pushParams("chat", strings.Repeat("x", session.MaxEventIDBytes+1)),
+			-32602, "", []string{"Invalid params: the eventId is 513 bytes; this host takes eventIds of at most 512 bytes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, send(t, s, protocol.MethodPushEvent, tc.params), tc.code, tc.data, tc.words...)
@@ -94,8 +97,10 @@ func TestPushEventRejected(t *testing.T) {
 	}
 	// A rejected event's retry is rejected again: the same answer.
 	wantError(t, send(t, s, protocol.MethodPushEvent, pushParams("muted", "e3")), protocol.CodeFeatureSetNotEnabled, `{"featureSet":"muted"}`)
-	// The declared, enabled set works beside them.
+	// The declared, enabled set works beside them, with an eventId at
+	// the limit too.
 	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", "ok")), `{"accepted":true}`)
+	wantResult(t, send(t, s, protocol.MethodPushEvent, pushParams("chat", strings.Repeat("y", session.MaxEventIDBytes))), `{"accepted":true}`)
 }
 
 // TestPushEventNotification: a push/event notification is admitted (and
