@@ -88,6 +88,9 @@
 //	                   notification, after taking it in)
 //	-ignore-eof        at the end of stdin, sleeps until killed rather than exiting
 //	-ignore-term       ignores SIGTERM
+//	-stubborn-grandchild  the -grandchild ignores SIGTERM too
+//	-leave-group       once the grandchild has started, moves itself into its
+//	                   parent's process group, leaving the grandchild in its own
 //
 // # WebSocket
 //

@@ -273,6 +273,10 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 	if err := json.Unmarshal(req.Params, &p); err != nil {
 		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams, "Invalid params: push/event params are not an object of the right shape", nil))
 	}
+	if len(p.EventID) > MaxEventIDBytes {
+		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams,
+			fmt.Sprintf("Invalid params: the eventId is %d bytes; this host takes eventIds of at most %d bytes", len(p.EventID), MaxEventIDBytes), nil))
+	}
 	if p.FeatureSet == "" {
 		return s.rejectPush(req, p.EventID, protocol.NewError(protocol.CodeFeatureSetNotEnabled, "Feature set not enabled: push/event must name its feature set", map[string]string{"featureSet": ""}))
 	}
@@ -285,10 +289,6 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 	}
 	if p.EventID == "" {
 		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams, "Invalid params: push/event requires an eventId", nil))
-	}
-	if len(p.EventID) > MaxEventIDBytes {
-		return s.rejectPush(req, "", protocol.NewError(protocol.CodeInvalidParams,
-			fmt.Sprintf("Invalid params: the eventId is %d bytes; this host takes eventIds of at most %d bytes", len(p.EventID), MaxEventIDBytes), nil))
 	}
 	if prior, seen := s.dedupe.get(p.EventID); seen {
 		s.limits.Log(&logEventRetried, "event_id", p.EventID)
@@ -312,7 +312,7 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 }
 
 func (s *Session) rejectPush(req *wire.Request, eventID string, e *protocol.Error) (any, error) {
-	s.limits.Log(&logPushRejected, slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", e.Message))
+	s.limits.Log(&logPushRejected, slog.String("event_id", eventID), slog.Int64("code", e.Code), slog.String("reason", wire.OneLine(e.Message, 300)))
 	s.observe(req, false, e.Message, nil, e)
 	return nil, e
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/internal/hostile"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
@@ -16,6 +17,7 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testserver.Cleanup()
+		hostile.Cleanup()
 		os.Exit(code)
 	}))
 }

@@ -389,9 +389,8 @@ func (p *Process) stopGroup() bool {
 		return true
 	}
 	p.signalGroup(syscall.SIGKILL)
-	<-p.reaped
-	// The members die at once, unless one is stuck in the kernel: bound
-	// the wait for them.
+	// The leader and the members die at once, unless one is stuck in the
+	// kernel: bound the wait for them.
 	return p.awaitGroupGone(p.stopAft)
 }
 
@@ -422,13 +421,16 @@ func (p *Process) awaitGroupGone(d time.Duration) bool {
 	}
 }
 
-// signalGroup sends sig to the process group, or to the leader alone if
-// the group cannot be signalled while the leader lives (it left it).
+// signalGroup sends sig to the process group and, while it is unreaped,
+// to the leader itself: a leader may have moved itself into another group
+// and left members behind in its own.
 func (p *Process) signalGroup(sig syscall.Signal) {
 	leaderGone := isDone(p.reaped)
 	err := syscall.Kill(-p.pgid, sig)
-	if err != nil && !leaderGone {
-		err = p.cmd.Process.Signal(sig)
+	if !leaderGone {
+		if lerr := p.cmd.Process.Signal(sig); lerr == nil {
+			err = nil
+		}
 	}
 	if err != nil {
 		return // nothing was left to signal

@@ -2,12 +2,10 @@ package transport_test
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,41 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/internal/hostile"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
-
-// liveGroupMembers returns the processes of group pgid that are alive.
-// Zombies count as gone: PID 1 in a container may never reap an orphan.
-func liveGroupMembers(t *testing.T, pgid int) []int {
-	t.Helper()
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("scanning /proc: %v", err)
-	}
-	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone since
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 3 {
-			continue
-		}
-		if pg, _ := strconv.Atoi(f[2]); pg == pgid && f[0] != "Z" && f[0] != "X" {
-			live = append(live, pid)
-		}
-	}
-	return live
-}
 
 // eventually polls cond until it holds, failing the test if it does not
 // within testTimeout. It is for states no event reports, such as a
@@ -112,7 +78,7 @@ func TestCloseStopsTheWholeGroup(t *testing.T) {
 			if elapsed < tt.min || elapsed > tt.max {
 				t.Errorf("Close took %s, want between %s and %s", elapsed, tt.min, tt.max)
 			}
-			if live := liveGroupMembers(t, pgid); len(live) > 0 {
+			if live := hostile.GroupMembers(pgid); len(live) > 0 {
 				t.Errorf("processes %v of the group are alive after Close", live)
 			}
 			assertReaped(t, pgid)
@@ -165,7 +131,7 @@ func TestCloseStopsWhatOutlivedTheServer(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 3*stopWait {
 		t.Errorf("Close took %s, want under %s", elapsed, 3*stopWait)
 	}
-	if live := liveGroupMembers(t, p.Pid()); len(live) > 0 {
+	if live := hostile.GroupMembers(p.Pid()); len(live) > 0 {
 		t.Errorf("processes %v of the group are alive after Close", live)
 	}
 	if processAlive(child) {
@@ -206,7 +172,7 @@ func TestKillAll(t *testing.T) {
 		if info := p.CloseInfo(); info.Signal != "SIGKILL" {
 			t.Errorf("process %d ended with %+v, want SIGKILL", p.Pid(), info)
 		}
-		eventually(t, "the group's members die", func() bool { return len(liveGroupMembers(t, p.Pid())) == 0 })
+		eventually(t, "the group's members die", func() bool { return len(hostile.GroupMembers(p.Pid())) == 0 })
 	}
 	if got := len(rec.All("server process group killed")); got != 2 {
 		t.Errorf("%d kills logged, want 2", got)
@@ -271,7 +237,7 @@ func TestKillAllConcurrently(t *testing.T) {
 		t.Fatalf("%d processes started and closed, want 8", len(procs))
 	}
 	for _, p := range procs {
-		if live := liveGroupMembers(t, p.Pid()); len(live) > 0 {
+		if live := hostile.GroupMembers(p.Pid()); len(live) > 0 {
 			t.Errorf("group %d has live members %v after Close", p.Pid(), live)
 		}
 		if p.Registered() {
@@ -309,5 +275,39 @@ func TestParseProcStat(t *testing.T) {
 	}
 	if _, pgrp, ok := transport.ParseProcStat(b); !ok || pgrp != syscall.Getpgrp() {
 		t.Errorf("parseProcStat(/proc/self/stat) = %d, %v; want our group %d", pgrp, ok, syscall.Getpgrp())
+	}
+}
+
+// A server that moves itself out of its process group, leaving a child
+// behind in it, both ignoring SIGTERM: Close still signals the server (not
+// only the group it left, which still has a member to take the signal), so
+// Close returns, and nothing of either is left.
+func TestCloseLeaderThatLeftItsGroup(t *testing.T) {
+	pidfile := t.TempDir() + "/pids.json"
+	p, err := transport.Spawn(transport.Command{Argv: []string{hostile.Binary(t),
+		"-grandchild", "background", "-stubborn-grandchild", "-leave-group", "-ignore-term", "-ignore-eof", "-pidfile", pidfile}},
+		transport.StdioOptions{Logger: discardLogger, StopWait: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids hostile.Pids
+	eventually(t, "the server writes its pids", func() bool {
+		pids, err = hostile.ReadPids(pidfile)
+		return err == nil
+	})
+	if pg, err := syscall.Getpgid(pids.Pid); err != nil || pg == pids.Pgid {
+		t.Fatalf("the server's group is %d (%v); it was to leave %d", pg, err, pids.Pgid)
+	}
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(testTimeout):
+		syscall.Kill(pids.Pid, syscall.SIGKILL)
+		<-closed
+		t.Fatalf("Close did not return within %s", testTimeout)
+	}
+	if hostile.Alive(pids.Pid) || hostile.Alive(pids.Grandchild) || len(hostile.GroupMembers(pids.Pgid)) > 0 {
+		t.Errorf("left alive: server %v, grandchild %v, group %v", hostile.Alive(pids.Pid), hostile.Alive(pids.Grandchild), hostile.GroupMembers(pids.Pgid))
 	}
 }

@@ -147,15 +147,20 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		body, merr = marshalResult(r.id, result)
 	}
 	if merr != nil {
-		p.log.Error("handler's result could not be encoded", slog.String("method", r.Method), slog.String("error", merr.Error()))
+		p.log.Error("handler's result could not be encoded", slog.String("method", boundForLog(r.Method, 100)), slog.String("error", merr.Error()))
 		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
 	}
 	ctx, cancel := context.WithTimeout(p.wctx, p.wtime)
 	werr := p.s.Write(ctx, body)
 	cancel()
 	if werr != nil && p.wctx.Err() == nil {
-		if errors.Is(werr, transport.ErrStalled) {
+		switch {
+		case errors.Is(werr, transport.ErrStalled), errors.Is(werr, transport.ErrPartialWrite) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// WriteTimeout passed with none, or part, of it taken.
 			p.stalled(p.wtime, "answer", r.Method)
+			return
+		case errors.Is(werr, transport.ErrClosed):
+			p.writeFoundClosed(werr)
 			return
 		}
 		p.limits.Log(&logAnswerNotWritten, slog.String("method", boundForLog(r.Method, 100)), slog.String("error", werr.Error()))

@@ -227,3 +227,40 @@ func TestStalledAnswersCloseConnection(t *testing.T) {
 	}
 	waitDone(t, p)
 }
+
+// A request larger than the pipe's buffer to a peer that stopped reading
+// is written in part before its deadline passes: that too is a stall, and
+// the call reads as one (this side closed the connection; whether the
+// request took effect is unknown), not as a plain deadline.
+func TestStalledPartialWrite(t *testing.T) {
+	p, rec := stubborn(t, "exec sleep 600")
+	err := p.Call(testCtx(t), "tools/call", map[string]string{"pad": strings.Repeat("z", 200_000)}, nil, wire.WithTimeout(300*time.Millisecond))
+	ce := callError(t, err, wire.NoResponse, wire.CauseStalled)
+	if ce.Timeout != 300*time.Millisecond {
+		t.Errorf("Timeout = %v", ce.Timeout)
+	}
+	waitDone(t, p)
+	var st *wire.StallError
+	if !errors.As(p.Err(), &st) || !p.ClosedHere() {
+		t.Errorf("Err = %v, ClosedHere %v; want a StallError closed here", p.Err(), p.ClosedHere())
+	}
+	rec.One(t, "the other side took none of a message before its deadline, so it has stopped reading; closing the connection")
+}
+
+// A write that finds the other side's end closed (a process that closed
+// its stdin) ends the connection at once: the peer reads as closed as
+// soon as the call has failed, not when the reader gets to it.
+func TestWriteFindsPeerClosed(t *testing.T) {
+	p, _ := stubborn(t, "exec 0<&-; exec sleep 600")
+	var err error
+	for range 100 { // the first writes may land before the close
+		if err = p.Call(testCtx(t), "tools/call", nil, nil, wire.WithTimeout(time.Second)); errors.Is(err, wire.ErrNotSent) {
+			break
+		}
+	}
+	callError(t, err, wire.NotSent, wire.CauseClosed)
+	if p.Err() == nil || p.ClosedHere() {
+		t.Fatalf("the call failed as not sent on a closed connection, but the peer reads Err %v, ClosedHere %v; want closed by the other side",
+			p.Err(), p.ClosedHere())
+	}
+}

@@ -390,6 +390,24 @@ func (p *Peer) readFailed(err error) {
 	p.noise.flush(p.log)
 }
 
+// writeFoundClosed ends the connection when a write finds the stream
+// closed before the reader has: the other side closed its end (a process
+// that exited or closed its stdin), or the stream refused a peer fault.
+// The connection is over now, not when the reader gets to it, so no one
+// reads it as open meanwhile.
+func (p *Peer) writeFoundClosed(err error) {
+	p.mu.Lock()
+	closed := p.closed || p.hostClose
+	p.mu.Unlock()
+	switch {
+	case closed:
+	case errors.As(err, new(*transport.PeerFaultError)):
+		p.peerFault(err)
+	default:
+		p.shutdown(err, false)
+	}
+}
+
 // peerFault closes the connection on a peer that broke the transport's
 // rules (err wraps a *transport.PeerFaultError), as this side's doing: the
 // reader and a write may both find it, and the first closes.
@@ -588,7 +606,12 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 		case ctx.Err() != nil:
 			ce.Cause = CauseCanceled
 		case cctx.Err() != nil:
-			ce.Cause, ce.Timeout = CauseDeadline, timeout
+			// The write's own deadline passed part way: the peer has
+			// stopped reading (a message larger than a pipe's buffer;
+			// any WebSocket write that times out).
+			p.stalled(timeout, "request", ce.Method)
+			ce.Cause, ce.Timeout, ce.Reconnecting = CauseStalled, timeout, p.recon()
+			return ce
 		default:
 			// The write broke off and the stream closed: a connection
 			// that closed before it answered.
@@ -599,11 +622,8 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 		p.shutdown(err, true)
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
-		if errors.As(err, new(*transport.PeerFaultError)) {
-			// The stream refused the peer before the reader saw it:
-			// the connection is over now, not when the reader gets to
-			// it, so no one reads it as open meanwhile.
-			p.peerFault(err)
+		if !closed {
+			p.writeFoundClosed(err)
 		}
 		return p.notSentClosed(ce, hostClose)
 	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
@@ -691,13 +711,16 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	ce.Err = err
 	switch {
 	case errors.Is(err, transport.ErrClosed):
-		if errors.As(err, new(*transport.PeerFaultError)) {
-			p.peerFault(err)
-		}
+		p.writeFoundClosed(err)
 		p.mu.Lock()
 		hostClose = p.hostClose
 		p.mu.Unlock()
 		return p.notSentClosed(ce, hostClose)
+	case errors.Is(err, transport.ErrPartialWrite) && ctx.Err() == nil && wctx.Err() != nil:
+		// WriteTimeout passed part way: the peer has stopped reading.
+		p.stalled(p.wtime, "notification", method)
+		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NoResponse, CauseStalled, p.wtime, p.recon()
+		return ce
 	case errors.Is(err, transport.ErrPartialWrite):
 		ce.Outcome, ce.Cause, ce.Reconnecting = NoResponse, CauseClosed, p.recon()
 		p.shutdown(err, true)

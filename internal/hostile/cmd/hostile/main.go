@@ -20,7 +20,7 @@ import (
 func main() {
 	var cfg hostile.Config
 	var mcpl, experimental, receipt, record, grandchild, pidfile string
-	var ws, ignoreEOF, ignoreTerm, sleeper bool
+	var ws, ignoreEOF, ignoreTerm, leaveGroup, stubbornGrandchild, sleeper bool
 	var wsOpts hostile.WSOptions
 
 	flag.StringVar(&cfg.Name, "name", "hostile", "serverInfo name")
@@ -59,6 +59,8 @@ func main() {
 	flag.StringVar(&cfg.ExitAfter, "exit-after", "", "exit 0 right after answering this method")
 	flag.BoolVar(&ignoreEOF, "ignore-eof", false, "keep running after stdin ends")
 	flag.BoolVar(&ignoreTerm, "ignore-term", false, "ignore SIGTERM")
+	flag.BoolVar(&stubbornGrandchild, "stubborn-grandchild", false, "the -grandchild ignores SIGTERM too")
+	flag.BoolVar(&leaveGroup, "leave-group", false, "after the grandchild starts, move into the parent's process group")
 	flag.BoolVar(&sleeper, "sleeper", false, "(internal) sleep until killed: the -grandchild")
 
 	flag.BoolVar(&ws, "ws", false, "serve WebSocket on 127.0.0.1:0, printing the URL")
@@ -68,6 +70,9 @@ func main() {
 	flag.Parse()
 
 	if sleeper {
+		if ignoreTerm {
+			signal.Ignore(syscall.SIGTERM)
+		}
 		hostile.SleepForever()
 	}
 	for _, raw := range []struct {
@@ -93,7 +98,14 @@ func main() {
 
 	pids := hostile.Pids{Pid: os.Getpid(), Pgid: syscall.Getpgrp()}
 	if grandchild != "" {
-		pids.Grandchild = startGrandchild(grandchild)
+		pids.Grandchild = startGrandchild(grandchild, stubbornGrandchild)
+	}
+	if leaveGroup {
+		// The grandchild stays behind in the group the host made.
+		ppg, err := syscall.Getpgid(os.Getppid())
+		if err != nil || syscall.Setpgid(0, ppg) != nil {
+			fail(1, "-leave-group: cannot join the parent's process group")
+		}
 	}
 	if pidfile != "" {
 		if err := hostile.WritePids(pidfile, pids); err != nil {
@@ -123,12 +135,15 @@ func main() {
 
 // startGrandchild re-executes this program as a sleeper in this process
 // group and returns its pid.
-func startGrandchild(mode string) int {
+func startGrandchild(mode string, stubborn bool) int {
 	self, err := os.Executable()
 	if err != nil {
 		fail(1, "%v", err)
 	}
 	cmd := exec.Command(self, "-sleeper")
+	if stubborn {
+		cmd.Args = append(cmd.Args, "-ignore-term")
+	}
 	switch mode {
 	case "background":
 	case "stdout":
