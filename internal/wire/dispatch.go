@@ -79,8 +79,9 @@ type Request struct {
 	deferred bool
 	owed     bool // counted in the peer's owed answers until answered
 	once     sync.Once
-	size     int  // the message's bytes, counted against MaxQueuedBytes
-	held     bool // Hold was called: the handler releases the bytes
+	size     int    // the message's bytes, counted against MaxQueuedBytes
+	held     bool   // Hold was called: the handler releases the bytes
+	release  func() // Hold's release
 }
 
 // Hold keeps the message counted against the connection's inbound budget
@@ -89,9 +90,12 @@ type Request struct {
 // from the handler; release may be called from any goroutine, and more
 // than once.
 func (r *Request) Hold() (release func()) {
-	r.held = true
-	var once sync.Once
-	return func() { once.Do(func() { r.peer.inbox.release(r.size) }) }
+	if !r.held {
+		r.held = true
+		var once sync.Once
+		r.release = func() { once.Do(func() { r.peer.inbox.release(r.size) }) }
+	}
+	return r.release
 }
 
 // IsNotification reports whether the message expects no answer.
@@ -268,11 +272,16 @@ func (p *Peer) handle(r *Request) {
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				p.log.Error("handler panicked", slog.String("method", r.Method),
+				p.log.Error("handler panicked", slog.String("method", boundForLog(r.Method, 100)),
 					slog.String("id", boundForLog(string(r.id), 64)),
 					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 				result, err = nil, fmt.Errorf("panic: %v", v)
 				r.deferred = false
+				if r.held {
+					// Whatever kept it, a panicking handler does not
+					// keep its bytes counted.
+					r.release()
+				}
 			}
 		}()
 		result, err = p.handler.Serve(p.ctx, r)

@@ -34,6 +34,9 @@ func TestInboundBytesBudget(t *testing.T) {
 		case "hold":
 			release = r.Hold()
 			close(held)
+		case "holdpanic":
+			r.Hold()
+			panic("after Hold")
 		}
 		return "ok", nil
 	})
@@ -72,6 +75,15 @@ func TestInboundBytesBudget(t *testing.T) {
 	far.send(padded(7, 5000))
 	if m := far.mustRead(); string(m.ID) != "7" || m.Error != nil {
 		t.Fatalf("a message larger than the budget, with nothing held, was answered %s", m.raw)
+	}
+	// A handler that panics after Hold does not keep the bytes counted.
+	far.send(`{"jsonrpc":"2.0","id":8,"method":"holdpanic","params":{"pad":"` + strings.Repeat("y", 800) + `"}}`)
+	if m := far.mustRead(); string(m.ID) != "8" || !isCode(m, protocol.CodeInternalError) {
+		t.Fatalf("a panicking handler's request was answered %s", m.raw)
+	}
+	far.send(padded(9, 900))
+	if m := far.mustRead(); string(m.ID) != "9" || m.Error != nil {
+		t.Fatalf("after a panic that held bytes, answered %s", m.raw)
 	}
 	if n := len(rec.Find("inbound queue full; request refused")); n != 1 {
 		t.Errorf("%d refusal lines logged, want 1 (then counted)", n)
@@ -249,7 +261,9 @@ func TestStalledPartialWrite(t *testing.T) {
 
 // A write that finds the other side's end closed (a process that closed
 // its stdin) ends the connection at once: the peer reads as closed as
-// soon as the call has failed, not when the reader gets to it.
+// soon as the call has failed, not when the reader gets to it, and the
+// stream is closed, so the connection's end does not wait for a stdout
+// that stays open.
 func TestWriteFindsPeerClosed(t *testing.T) {
 	p, _ := stubborn(t, "exec 0<&-; exec sleep 600")
 	var err error
@@ -263,4 +277,7 @@ func TestWriteFindsPeerClosed(t *testing.T) {
 		t.Fatalf("the call failed as not sent on a closed connection, but the peer reads Err %v, ClosedHere %v; want closed by the other side",
 			p.Err(), p.ClosedHere())
 	}
+	// The stream is closed too (the process stopped), so the connection
+	// ends although the process never closed its stdout.
+	waitDone(t, p)
 }

@@ -105,7 +105,8 @@ type Peer struct {
 	noise     noiseLog
 	closeNow  chan struct{} // closed by Close: no more waiting for owed answers
 	closeOnce sync.Once
-	faultOnce sync.Once // the peer-fault log line
+	faultOnce sync.Once      // the peer-fault log line
+	closers   sync.WaitGroup // stream closes begun apart from shutdown's
 }
 
 type pendingCall struct {
@@ -316,6 +317,7 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 			<-p.repliesDone
 			p.s.Close()
 			p.limits.Close()
+			p.closers.Wait()
 			close(p.done)
 		}()
 	})
@@ -405,6 +407,10 @@ func (p *Peer) writeFoundClosed(err error) {
 		p.peerFault(err)
 	default:
 		p.shutdown(err, false)
+		// The other side takes nothing more: close the stream now, so a
+		// reader held by something that keeps the other end open (a
+		// process's stdout) does not hold the connection's end.
+		p.closers.Go(func() { p.s.Close() })
 	}
 }
 
