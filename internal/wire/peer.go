@@ -506,7 +506,14 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		wbound = p.wtime
 	}
 	if err := p.s.Write(wctx, body); err != nil {
-		return p.writeFailed(ce, err, ctx, wctx, wbound)
+		p.mu.Lock()
+		_, stillPending := p.pending[id]
+		delete(p.pending, id)
+		closed, hostClose := p.closed || p.hostClose || !stillPending, p.hostClose
+		p.mu.Unlock()
+		// Not pending: the connection closed while the write was under
+		// way, and the close has already answered this call.
+		return p.writeFailed(ce, err, ctx, wctx, wbound, closed, hostClose)
 	}
 
 	select {
@@ -588,43 +595,45 @@ func (p *Peer) stalled(d time.Duration, what, method string) {
 	p.shutdown(&StallError{After: d}, true)
 }
 
-// writeFailed turns a failed write into the call's error. ctx is the
-// caller's context, cctx the same bounded by the write's deadline, which
-// is timeout: the call's, or WriteTimeout for a call without one.
-func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, timeout time.Duration) error {
-	p.mu.Lock()
-	_, stillPending := p.pending[ce.ID]
-	delete(p.pending, ce.ID)
-	closed, hostClose := p.closed || p.hostClose, p.hostClose
-	p.mu.Unlock()
-	if !stillPending {
-		// The connection closed while the write was under way: the close
-		// has already answered this call.
-		closed = true
+// writeFailed turns a failed write into the call's error, or the
+// notification's (ce.ID 0). ctx is the caller's context, wctx the same
+// bounded by the write's deadline, which is bound: the call's, or
+// WriteTimeout. closed says the connection had closed meanwhile, and
+// hostClose whether by Close.
+func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, bound time.Duration, closed, hostClose bool) error {
+	what := "request"
+	if ce.ID == 0 {
+		what = "notification"
+	}
+	attrs := []any{slog.String("method", boundForLog(ce.Method, 100))}
+	if ce.ID != 0 {
+		attrs = append(attrs, slog.Int64("id", ce.ID))
+	}
+	// ownDeadline: the write's own deadline passed, not the caller's.
+	ownDeadline := ctx.Err() == nil && wctx.Err() != nil
+	stall := func(o Outcome) error {
+		// The peer took none, or part, of the message before the
+		// write's own deadline: it has stopped reading (a message larger
+		// than a pipe's buffer; any WebSocket write that times out), so
+		// the connection is of no more use.
+		p.stalled(bound, what, ce.Method)
+		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = o, CauseStalled, bound, p.recon()
+		return ce
 	}
 	ce.Err = err
 	switch {
+	case errors.Is(err, transport.ErrPartialWrite) && ownDeadline:
+		return stall(NoResponse)
 	case errors.Is(err, transport.ErrPartialWrite):
-		// Part of the request may have reached the peer, and the stream
-		// closed itself: the outcome is unknown.
+		// Part of it may have reached the peer, and the stream closed
+		// itself: the outcome is unknown.
 		ce.Outcome = NoResponse
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			ce.Cause = CauseCanceled
-		case cctx.Err() != nil:
-			// The write's own deadline passed part way: the peer has
-			// stopped reading (a message larger than a pipe's buffer;
-			// any WebSocket write that times out).
-			p.stalled(timeout, "request", ce.Method)
-			ce.Cause, ce.Timeout, ce.Reconnecting = CauseStalled, timeout, p.recon()
-			return ce
-		default:
-			// The write broke off and the stream closed: a connection
-			// that closed before it answered.
+		} else {
 			ce.Cause, ce.Reconnecting = CauseClosed, p.recon()
 		}
-		p.log.Warn("request written in part; the connection is closed",
-			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
+		p.log.Warn(what+" written in part; the connection is closed", append(attrs, slog.String("error", err.Error()))...)
 		p.shutdown(err, true)
 		return ce
 	case closed || errors.Is(err, transport.ErrClosed):
@@ -632,28 +641,21 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, cctx context.Context, 
 			p.writeFoundClosed(err)
 		}
 		return p.notSentClosed(ce, hostClose)
-	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
-		// The write began and the peer took none of it before the
-		// write's own deadline: it has stopped reading, so the
-		// connection is of no more use.
-		p.stalled(timeout, "request", ce.Method)
-		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NotSent, CauseStalled, timeout, p.recon()
-		return ce
+	case errors.Is(err, transport.ErrStalled) && ownDeadline:
+		return stall(NotSent)
 	case ctx.Err() != nil:
-		// The caller gave up before the request was written.
+		// The caller gave up before it was written.
 		ce.Outcome, ce.Cause = NotSent, CauseCanceled
-		p.log.Info("request abandoned by its caller before it was written", slog.String("method", ce.Method), slog.Int64("id", ce.ID))
+		p.log.Info(what+" abandoned by its caller before it was written", attrs...)
 		return ce
-	case cctx.Err() != nil:
+	case wctx.Err() != nil:
 		// The deadline passed while the write waited its turn.
-		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, timeout
-		p.log.Warn("request deadline passed before it was written", slog.String("method", ce.Method), slog.Int64("id", ce.ID),
-			slog.Int64("ms", timeout.Milliseconds()))
+		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, bound
+		p.log.Warn(what+" deadline passed before it was written", append(attrs, slog.Int64("ms", bound.Milliseconds()))...)
 		return ce
 	}
 	ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
-	p.log.Warn("request not written: the transport refused it",
-		slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
+	p.log.Warn(what+" not written: the transport refused it", append(attrs, slog.String("error", err.Error()))...)
 	return ce
 }
 
@@ -714,40 +716,10 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	if err == nil {
 		return nil
 	}
-	ce.Err = err
-	switch {
-	case errors.Is(err, transport.ErrClosed):
-		p.writeFoundClosed(err)
-		p.mu.Lock()
-		hostClose = p.hostClose
-		p.mu.Unlock()
-		return p.notSentClosed(ce, hostClose)
-	case errors.Is(err, transport.ErrPartialWrite) && ctx.Err() == nil && wctx.Err() != nil:
-		// WriteTimeout passed part way: the peer has stopped reading.
-		p.stalled(p.wtime, "notification", method)
-		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NoResponse, CauseStalled, p.wtime, p.recon()
-		return ce
-	case errors.Is(err, transport.ErrPartialWrite):
-		ce.Outcome, ce.Cause, ce.Reconnecting = NoResponse, CauseClosed, p.recon()
-		p.shutdown(err, true)
-	case errors.Is(err, transport.ErrStalled) && ctx.Err() == nil:
-		// WriteTimeout passed with none of it taken: the peer has
-		// stopped reading.
-		p.stalled(p.wtime, "notification", method)
-		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = NotSent, CauseStalled, p.wtime, p.recon()
-		return ce
-	case ctx.Err() != nil:
-		// The caller gave up (or its deadline passed) first.
-		ce.Outcome, ce.Cause = NotSent, CauseCanceled
-		return ce
-	case wctx.Err() != nil:
-		// WriteTimeout passed while the write waited its turn.
-		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, p.wtime
-	default:
-		ce.Outcome, ce.Cause = NotSent, CauseWriteFailed
-	}
-	p.log.Warn("notification not written", slog.String("method", method), slog.String("error", err.Error()))
-	return ce
+	p.mu.Lock()
+	closed, hostClose = p.closed || p.hostClose, p.hostClose
+	p.mu.Unlock()
+	return p.writeFailed(ce, err, ctx, wctx, p.wtime, closed, hostClose)
 }
 
 // abandonedSet remembers the ids of recently abandoned calls, so a late

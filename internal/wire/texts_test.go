@@ -242,7 +242,7 @@ func TestWriteRefused(t *testing.T) {
 	if !errors.Is(err, errRefused) || ce.ID != 0 {
 		t.Errorf("notification's CallError fields: %+v", ce)
 	}
-	wantAttrs(t, rec.One(t, "notification not written"),
+	wantAttrs(t, rec.One(t, "notification not written: the transport refused it"),
 		map[string]any{"server": server, "method": "notifications/progress", "error": errRefused.Error()})
 
 	// The connection is still open: the next call goes through.
