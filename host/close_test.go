@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 )
 
 // Stubborn servers (they ignore EOF and SIGTERM, and leave a grandchild)
@@ -42,10 +43,10 @@ func TestCloseStubbornServersInParallel(t *testing.T) {
 		t.Errorf("closing three stubborn servers took %v, want about one server's 4s", took)
 	}
 	for _, p := range pids {
-		if left := hostile.GroupMembers(p.Pgid); len(left) > 0 {
+		if left := procs.GroupMembers(p.Pgid); len(left) > 0 {
 			t.Errorf("server %d left %v in its process group", p.Pid, left)
 		}
-		if hostile.Alive(p.Grandchild) {
+		if procs.Alive(p.Grandchild) {
 			t.Errorf("grandchild %d of server %d is alive", p.Grandchild, p.Pid)
 		}
 	}

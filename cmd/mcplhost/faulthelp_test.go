@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 )
 
 // Bounds the fault suite states.
@@ -395,10 +396,10 @@ func pidfilePath(t *testing.T, dir string) string {
 		if err != nil {
 			return
 		}
-		if len(hostile.GroupMembers(p.Pgid)) > 0 {
+		if len(procs.GroupMembers(p.Pgid)) > 0 {
 			syscall.Kill(-p.Pgid, syscall.SIGKILL)
 		}
-		if hostile.Alive(p.Grandchild) {
+		if procs.Alive(p.Grandchild) {
 			syscall.Kill(p.Grandchild, syscall.SIGKILL)
 		}
 	})
@@ -442,10 +443,10 @@ func awaitPids(t *testing.T, path string) hostile.Pids {
 // alive, and that its grandchild (if it had one) is not either.
 func assertNoneLeft(t *testing.T, p hostile.Pids) {
 	t.Helper()
-	if m := hostile.GroupMembers(p.Pgid); len(m) > 0 {
+	if m := procs.GroupMembers(p.Pgid); len(m) > 0 {
 		t.Errorf("processes %v of the server's group %d are still alive", m, p.Pgid)
 	}
-	if p.Grandchild != 0 && hostile.Alive(p.Grandchild) {
+	if p.Grandchild != 0 && procs.Alive(p.Grandchild) {
 		t.Errorf("the server's grandchild %d is still alive", p.Grandchild)
 	}
 }
@@ -458,7 +459,7 @@ func awaitNoneLeft(t *testing.T, p hostile.Pids, within time.Duration) {
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for len(hostile.GroupMembers(p.Pgid)) > 0 || (p.Grandchild != 0 && hostile.Alive(p.Grandchild)) {
+	for len(procs.GroupMembers(p.Pgid)) > 0 || (p.Grandchild != 0 && procs.Alive(p.Grandchild)) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:

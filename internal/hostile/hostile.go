@@ -7,8 +7,8 @@
 // that it can break every rule those enforce.
 //
 // Tests build it with Binary (removed by Cleanup, from TestMain), start it
-// over WebSocket with StartWS, and watch its processes with ReadPids,
-// GroupMembers and Alive.
+// over WebSocket with StartWS, and find its processes with ReadPids (and
+// watch them with internal/procs).
 //
 // # Handshake and content
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 )
 
 type initResult struct {
@@ -369,10 +370,10 @@ func TestGrandchild(t *testing.T) {
 			if pids.Pid != p.cmd.Process.Pid || pids.Pgid != p.pgid || pids.Grandchild <= 0 || pids.Grandchild == pids.Pid {
 				t.Fatalf("pids %+v; the server is %d in group %d", pids, p.cmd.Process.Pid, p.pgid)
 			}
-			if !hostile.Alive(pids.Grandchild) {
+			if !procs.Alive(pids.Grandchild) {
 				t.Errorf("the grandchild %d is not alive after the server exited", pids.Grandchild)
 			}
-			if got := hostile.GroupMembers(p.pgid); !slices.Equal(got, []int{pids.Grandchild}) {
+			if got := procs.GroupMembers(p.pgid); !slices.Equal(got, []int{pids.Grandchild}) {
 				t.Errorf("group %d members %v, want the grandchild %d alone", p.pgid, got, pids.Grandchild)
 			}
 			if mode == "stdout" {
@@ -385,7 +386,7 @@ func TestGrandchild(t *testing.T) {
 				}
 				p.stop()
 				waitGone(t, pids.Grandchild)
-				if got := hostile.GroupMembers(p.pgid); len(got) != 0 {
+				if got := procs.GroupMembers(p.pgid); len(got) != 0 {
 					t.Errorf("after the group's kill: group %d members %v", p.pgid, got)
 				}
 				return

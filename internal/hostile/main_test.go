@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 )
 
 // TestMain removes the built program, then fails the run if any test left
@@ -216,7 +217,7 @@ func waitGone(t *testing.T, pid int) {
 	defer tick.Stop()
 	deadline := time.NewTimer(waitFor)
 	defer deadline.Stop()
-	for hostile.Alive(pid) {
+	for procs.Alive(pid) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:

@@ -2,12 +2,9 @@ package hostile
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,64 +41,6 @@ func WritePids(path string, p Pids) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// procStat is what GroupMembers and Alive read of /proc/PID/stat.
-type procStat struct {
-	state byte
-	pgrp  int
-}
-
-func readStat(pid string) (procStat, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return procStat{}, false
-	}
-	// "pid (comm) state ppid pgrp ...": comm may hold spaces and parens.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, false
-	}
-	pgrp, err := strconv.Atoi(f[2])
-	if err != nil {
-		return procStat{}, false
-	}
-	return procStat{state: f[0][0], pgrp: pgrp}, true
-}
-
-func (s procStat) live() bool { return s.state != 'Z' && s.state != 'X' }
-
-// GroupMembers returns the live (not zombie, not dead) processes whose
-// process group is pgid, as /proc says.
-func GroupMembers(pgid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readStat(e.Name()); ok && st.live() && st.pgrp == pgid {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// Alive reports whether pid is a live (not zombie, not dead) process.
-func Alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	st, ok := readStat(strconv.Itoa(pid))
-	return ok && st.live()
 }
 
 // StartWS runs the hostile program with -ws and args, in a process group of

@@ -25,5 +25,3 @@ func (p *Process) Registered() bool {
 
 // WriteTurnTaken reports whether a Write holds p's turn to write.
 func (p *Process) WriteTurnTaken() bool { return len(p.wsem) > 0 }
-
-var ParseProcStat = parseProcStat

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mcpl-go/mcpl/internal/procs"
 )
 
 // Command says how to start a server process.
@@ -397,7 +397,7 @@ func (p *Process) stopGroup() bool {
 // groupGone reports whether the leader has been reaped and no other
 // process of its group is alive.
 func (p *Process) groupGone() bool {
-	return isDone(p.reaped) && !groupHasLiveMember(p.pgid)
+	return isDone(p.reaped) && !procs.GroupAlive(p.pgid)
 }
 
 // awaitGroupGone waits up to d for groupGone.
@@ -440,60 +440,6 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 	} else {
 		p.log.Info("server process did not exit; signalled", "signal", SignalName(sig))
 	}
-}
-
-// groupHasLiveMember reports whether process group pgid has a member that
-// is not a zombie. Zombies count as gone: their parent may never reap them
-// (PID 1 in some containers does not), and they hold nothing open.
-func groupHasLiveMember(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	// Some process is in the group (or cannot be told apart from one):
-	// look at what state each is in.
-	d, err := os.Open("/proc")
-	if err != nil {
-		return true // cannot tell: assume it is alive
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return true
-	}
-	for _, name := range names {
-		if name == "" || name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // gone since
-		}
-		state, pg, ok := parseProcStat(b)
-		if ok && pg == pgid && state != 'Z' && state != 'X' {
-			return true
-		}
-	}
-	return false
-}
-
-// parseProcStat returns the state and process group from the contents of
-// /proc/PID/stat: "pid (comm) state ppid pgrp ...", where comm may hold
-// spaces and parentheses.
-func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }
 
 func isDone(ch <-chan struct{}) bool {

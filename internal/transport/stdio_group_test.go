@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
@@ -78,7 +78,7 @@ func TestCloseStopsTheWholeGroup(t *testing.T) {
 			if elapsed < tt.min || elapsed > tt.max {
 				t.Errorf("Close took %s, want between %s and %s", elapsed, tt.min, tt.max)
 			}
-			if live := hostile.GroupMembers(pgid); len(live) > 0 {
+			if live := procs.GroupMembers(pgid); len(live) > 0 {
 				t.Errorf("processes %v of the group are alive after Close", live)
 			}
 			assertReaped(t, pgid)
@@ -131,7 +131,7 @@ func TestCloseStopsWhatOutlivedTheServer(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 3*stopWait {
 		t.Errorf("Close took %s, want under %s", elapsed, 3*stopWait)
 	}
-	if live := hostile.GroupMembers(p.Pid()); len(live) > 0 {
+	if live := procs.GroupMembers(p.Pid()); len(live) > 0 {
 		t.Errorf("processes %v of the group are alive after Close", live)
 	}
 	if processAlive(child) {
@@ -155,15 +155,15 @@ func TestKillAll(t *testing.T) {
 	opts := transport.StdioOptions{StopWait: 30 * time.Second, Logger: slog.New(rec)}
 	stubborn := spawn(t, sh(`trap "" TERM; sleep 600 & echo started; wait`), opts)
 	plain := spawn(t, sh(`sleep 600 & echo started; exec cat`), opts)
-	procs := []*transport.Process{stubborn, plain}
-	for _, p := range procs {
+	started := []*transport.Process{stubborn, plain}
+	for _, p := range started {
 		readLine(t, p, "started")
 		if !p.Registered() {
 			t.Fatalf("process %d is not registered", p.Pid())
 		}
 	}
 	transport.KillAll()
-	for _, p := range procs {
+	for _, p := range started {
 		select {
 		case <-p.Exited():
 		case <-time.After(testTimeout):
@@ -172,12 +172,12 @@ func TestKillAll(t *testing.T) {
 		if info := p.CloseInfo(); info.Signal != "SIGKILL" {
 			t.Errorf("process %d ended with %+v, want SIGKILL", p.Pid(), info)
 		}
-		eventually(t, "the group's members die", func() bool { return len(hostile.GroupMembers(p.Pid())) == 0 })
+		eventually(t, "the group's members die", func() bool { return len(procs.GroupMembers(p.Pid())) == 0 })
 	}
 	if got := len(rec.All("server process group killed")); got != 2 {
 		t.Errorf("%d kills logged, want 2", got)
 	}
-	for _, p := range procs {
+	for _, p := range started {
 		start := time.Now()
 		p.Close()
 		if elapsed := time.Since(start); elapsed > 5*time.Second {
@@ -214,7 +214,7 @@ func TestKillAllConcurrently(t *testing.T) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		procs []*transport.Process
+		started []*transport.Process
 	)
 	for range 8 {
 		wg.Go(func() {
@@ -226,55 +226,24 @@ func TestKillAllConcurrently(t *testing.T) {
 			}
 			p.Close()
 			mu.Lock()
-			procs = append(procs, p)
+			started = append(started, p)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	close(stop)
 	<-killerDone
-	if len(procs) != 8 {
-		t.Fatalf("%d processes started and closed, want 8", len(procs))
+	if len(started) != 8 {
+		t.Fatalf("%d processes started and closed, want 8", len(started))
 	}
-	for _, p := range procs {
-		if live := hostile.GroupMembers(p.Pid()); len(live) > 0 {
+	for _, p := range started {
+		if live := procs.GroupMembers(p.Pid()); len(live) > 0 {
 			t.Errorf("group %d has live members %v after Close", p.Pid(), live)
 		}
 		if p.Registered() {
 			t.Errorf("process %d still registered after Close", p.Pid())
 		}
 		assertReaped(t, p.Pid())
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		stat      string
-		state     byte
-		pgrp      int
-		wantValid bool
-	}{
-		{"123 (sleep) S 1 120 120 0 -1", 'S', 120, true},
-		{"124 (a) b) (c) Z 1 77 77 0", 'Z', 77, true},
-		{"125 (with space) R 9 125 1", 'R', 125, true},
-		{"126 (cut", 0, 0, false},
-		{"127 (x) S 1", 0, 0, false},
-		{"128 (x) S 1 notanumber", 0, 0, false},
-	}
-	for _, tt := range tests {
-		state, pgrp, ok := transport.ParseProcStat([]byte(tt.stat))
-		if ok != tt.wantValid || (ok && (state != tt.state || pgrp != tt.pgrp)) {
-			t.Errorf("parseProcStat(%q) = %q, %d, %v; want %q, %d, %v", tt.stat, state, pgrp, ok, tt.state, tt.pgrp, tt.wantValid)
-		}
-	}
-	// And on a real process: this one.
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip("no /proc")
-	}
-	if _, pgrp, ok := transport.ParseProcStat(b); !ok || pgrp != syscall.Getpgrp() {
-		t.Errorf("parseProcStat(/proc/self/stat) = %d, %v; want our group %d", pgrp, ok, syscall.Getpgrp())
 	}
 }
 
@@ -307,7 +276,7 @@ func TestCloseLeaderThatLeftItsGroup(t *testing.T) {
 		<-closed
 		t.Fatalf("Close did not return within %s", testTimeout)
 	}
-	if hostile.Alive(pids.Pid) || hostile.Alive(pids.Grandchild) || len(hostile.GroupMembers(pids.Pgid)) > 0 {
-		t.Errorf("left alive: server %v, grandchild %v, group %v", hostile.Alive(pids.Pid), hostile.Alive(pids.Grandchild), hostile.GroupMembers(pids.Pgid))
+	if procs.Alive(pids.Pid) || procs.Alive(pids.Grandchild) || len(procs.GroupMembers(pids.Pgid)) > 0 {
+		t.Errorf("left alive: server %v, grandchild %v, group %v", procs.Alive(pids.Pid), procs.Alive(pids.Grandchild), procs.GroupMembers(pids.Pgid))
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpl-go/mcpl/internal/hostile"
+	"github.com/mcpl-go/mcpl/internal/procs"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
@@ -140,7 +140,7 @@ func TestPartialWriteClosesTheStream(t *testing.T) {
 		t.Errorf("Write after a partial write = %v, want ErrClosed", err)
 	}
 	p.Close()
-	if live := hostile.GroupMembers(p.Pid()); len(live) > 0 {
+	if live := procs.GroupMembers(p.Pid()); len(live) > 0 {
 		t.Errorf("processes %v of the group are alive after Close", live)
 	}
 }
