@@ -75,7 +75,7 @@ func (l *eventLog) add(in session.Inbound) {
 		}
 		return
 	}
-	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: cutBytes(in.Reason, maxEventPart)}
+	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: wire.Cut(in.Reason, maxEventPart)}
 	e.Params, e.ParamsOmitted = keepPart(in.Params)
 	if len(in.Params) == 0 {
 		e.Params = json.RawMessage("null")
@@ -139,19 +139,6 @@ func cutRunes(s string, n int) string {
 	return s[:i] + "… (" + strconv.Itoa(len(s)-i) + " bytes cut)"
 }
 
-// cutBytes cuts s to at most n bytes, on a rune boundary, ending it with
-// "…" when it is longer.
-func cutBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
 // printCounted says, once, that method's further events are counted.
 func (l *eventLog) printCounted(method string) {
 	printer{l.out}.linef("event %s: more than %d arrived; further %s events are counted, not printed", method, maxEventsPerMethod, method)
@@ -190,8 +177,8 @@ func (l *eventLog) record(in session.Inbound) {
 		index[c.ID] = i
 	}
 	for _, d := range added {
-		c := probeChannel{ID: d.ID, Label: cutBytes(d.Label, maxChannelField), Type: cutBytes(d.Type, maxChannelField),
-			Direction: cutBytes(d.Direction, maxChannelField), Registered: true}
+		c := probeChannel{ID: d.ID, Label: wire.Cut(d.Label, maxChannelField), Type: wire.Cut(d.Type, maxChannelField),
+			Direction: wire.Cut(d.Direction, maxChannelField), Registered: true}
 		if i, ok := index[d.ID]; ok {
 			l.registered[i] = c
 			continue
@@ -295,8 +282,8 @@ func mergeListed(registered []probeChannel, listed []protocol.ChannelDescriptor)
 			continue
 		}
 		index[d.ID] = len(out)
-		out = append(out, probeChannel{ID: d.ID, Label: cutBytes(d.Label, maxChannelField), Type: cutBytes(d.Type, maxChannelField),
-			Direction: cutBytes(d.Direction, maxChannelField), Listed: true})
+		out = append(out, probeChannel{ID: d.ID, Label: wire.Cut(d.Label, maxChannelField), Type: wire.Cut(d.Type, maxChannelField),
+			Direction: wire.Cut(d.Direction, maxChannelField), Listed: true})
 	}
 	return out
 }

@@ -212,8 +212,8 @@ func TestKillAllConcurrently(t *testing.T) {
 		}
 	}()
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
+		wg      sync.WaitGroup
+		mu      sync.Mutex
 		started []*transport.Process
 	)
 	for range 8 {

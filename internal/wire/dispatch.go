@@ -140,10 +140,10 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		switch {
 		case errors.As(err, &e) && e != nil:
 		case errors.Is(err, ErrMethodNotFound):
-			e = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: "method not found: " + boundForLog(r.Method, 200)}
+			e = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: "method not found: " + Cut(r.Method, 200)}
 		default:
-			p.limits.Log(&logHandlerFailed, slog.String("method", boundForLog(r.Method, 100)),
-				slog.String("id", boundForLog(string(r.id), 64)), slog.String("error", err.Error()))
+			p.limits.Log(&logHandlerFailed, slog.String("method", Cut(r.Method, 100)),
+				slog.String("id", Cut(string(r.id), 64)), slog.String("error", err.Error()))
 			e = &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}
 		}
 		body, merr = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: e})
@@ -151,7 +151,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		body, merr = marshalResult(r.id, result)
 	}
 	if merr != nil {
-		p.log.Error("handler's result could not be encoded", slog.String("method", boundForLog(r.Method, 100)), slog.String("error", merr.Error()))
+		p.log.Error("handler's result could not be encoded", slog.String("method", Cut(r.Method, 100)), slog.String("error", merr.Error()))
 		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
 	}
 	ctx, cancel := context.WithTimeout(p.wctx, p.wtime)
@@ -167,7 +167,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 			p.writeFoundClosed(werr)
 			return
 		}
-		p.limits.Log(&logAnswerNotWritten, slog.String("method", boundForLog(r.Method, 100)), slog.String("error", werr.Error()))
+		p.limits.Log(&logAnswerNotWritten, slog.String("method", Cut(r.Method, 100)), slog.String("error", werr.Error()))
 	}
 }
 
@@ -196,10 +196,10 @@ func (p *Peer) enqueue(r *Request) {
 		return
 	}
 	if r.IsNotification() {
-		p.limits.Log(&logQueueFullNotification, slog.String("method", boundForLog(r.Method, 100)))
+		p.limits.Log(&logQueueFullNotification, slog.String("method", Cut(r.Method, 100)))
 		return
 	}
-	p.limits.Log(&logQueueFullRequest, slog.String("method", boundForLog(r.Method, 100)))
+	p.limits.Log(&logQueueFullRequest, slog.String("method", Cut(r.Method, 100)))
 	p.refuse(r, &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
 }
 
@@ -221,7 +221,7 @@ type refusal struct {
 // none of r's params; it never blocks: when the writer is behind, the
 // refusal is dropped and counted.
 func (p *Peer) refuse(r *Request, e *protocol.Error) {
-	slim := &Request{Method: boundForLog(r.Method, 100), id: r.id, peer: p}
+	slim := &Request{Method: Cut(r.Method, 100), id: r.id, peer: p}
 	if len(r.id) > maxRefusedID {
 		p.limits.Log(&logRefusalDropped, slog.String("method", slim.Method), slog.String("why", "its id is too long to echo"))
 		return
@@ -272,8 +272,8 @@ func (p *Peer) handle(r *Request) {
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				p.log.Error("handler panicked", slog.String("method", boundForLog(r.Method, 100)),
-					slog.String("id", boundForLog(string(r.id), 64)),
+				p.log.Error("handler panicked", slog.String("method", Cut(r.Method, 100)),
+					slog.String("id", Cut(string(r.id), 64)),
 					slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 				result, err = nil, fmt.Errorf("panic: %v", v)
 				r.deferred = false
@@ -291,7 +291,7 @@ func (p *Peer) handle(r *Request) {
 	}
 	if r.IsNotification() {
 		if err != nil && !errors.Is(err, ErrMethodNotFound) {
-			p.limits.Log(&logNotificationFailed, slog.String("method", boundForLog(r.Method, 100)), slog.String("error", err.Error()))
+			p.limits.Log(&logNotificationFailed, slog.String("method", Cut(r.Method, 100)), slog.String("error", err.Error()))
 		}
 		return
 	}
@@ -411,7 +411,7 @@ func (l *noiseLog) skip(log *slog.Logger, msg []byte) {
 	l.n++
 	switch {
 	case l.n <= noiseLogged:
-		log.Debug("skipped a line that is not a JSON-RPC message", slog.String("line", boundForLog(string(msg), 120)))
+		log.Debug("skipped a line that is not a JSON-RPC message", slog.String("line", Cut(string(msg), 120)))
 	case l.n == noiseLogged+1:
 		log.Debug("skipping further lines that are not JSON-RPC messages without logging each")
 	}

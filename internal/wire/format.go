@@ -47,11 +47,13 @@ func OneLine(s string, n int) string {
 	if len(out) <= n {
 		return out
 	}
-	return strings.TrimRight(strings.TrimSuffix(boundForLog(out, n), "…"), " ") + "…"
+	return strings.TrimRight(strings.TrimSuffix(Cut(out, n), "…"), " ") + "…"
 }
 
-// boundForLog cuts a string for a log line.
-func boundForLog(s string, n int) string {
+// Cut cuts s to at most n bytes, on a rune boundary, ending it with "…"
+// when it was longer: for a log line, or a peer's string kept in a bounded
+// report.
+func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -365,7 +365,7 @@ func (p *Peer) read() {
 		case kindRequest, kindNotification:
 			p.enqueue(&Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p, size: len(msg)})
 		case kindInvalidRequest:
-			p.limits.Log(&logInvalidRequest, slog.String("id", boundForLog(string(env.ID), 64)))
+			p.limits.Log(&logInvalidRequest, slog.String("id", Cut(string(env.ID), 64)))
 			p.refuse(&Request{id: env.ID, peer: p}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
 		default:
 			p.noise.skip(p.log, msg)
@@ -440,7 +440,7 @@ func (p *Peer) answer(env envelope) {
 		if late {
 			p.limits.Log(&logLateAnswer, slog.Int64("id", id))
 		} else {
-			p.limits.Log(&logStrayAnswer, slog.String("id", boundForLog(string(env.ID), 64)))
+			p.limits.Log(&logStrayAnswer, slog.String("id", Cut(string(env.ID), 64)))
 		}
 		return
 	}
@@ -590,7 +590,7 @@ func (e *StallError) Error() string {
 // for method) before its deadline d: it has stopped reading.
 func (p *Peer) stalled(d time.Duration, what, method string) {
 	p.log.Error("the other side took none of a message before its deadline, so it has stopped reading; closing the connection",
-		slog.Bool("closed_here", true), slog.String("message", what), slog.String("method", boundForLog(method, 100)),
+		slog.Bool("closed_here", true), slog.String("message", what), slog.String("method", Cut(method, 100)),
 		slog.String("waited", ShortDuration(d)))
 	p.shutdown(&StallError{After: d}, true)
 }
@@ -605,7 +605,7 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, 
 	if ce.ID == 0 {
 		what = "notification"
 	}
-	attrs := []any{slog.String("method", boundForLog(ce.Method, 100))}
+	attrs := []any{slog.String("method", Cut(ce.Method, 100))}
 	if ce.ID != 0 {
 		attrs = append(attrs, slog.Int64("id", ce.ID))
 	}
@@ -675,7 +675,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 		ce.Answer = a.err
 		p.log.Info("answered with an error",
 			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.Int64("code", a.err.Code),
-			slog.String("message", boundForLog(a.err.Message, 500)))
+			slog.String("message", Cut(a.err.Message, 500)))
 		return ce
 	}
 	if result == nil {

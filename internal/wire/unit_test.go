@@ -143,14 +143,14 @@ func TestErrorObjectLenient(t *testing.T) {
 }
 
 func TestBoundForLog(t *testing.T) {
-	if got := boundForLog("short", 10); got != "short" {
+	if got := Cut("short", 10); got != "short" {
 		t.Errorf("got %q", got)
 	}
-	if got := boundForLog("0123456789abc", 10); got != "0123456789…" {
+	if got := Cut("0123456789abc", 10); got != "0123456789…" {
 		t.Errorf("got %q", got)
 	}
 	// A cut inside a multi-byte character backs off to its start.
-	got := boundForLog("aaaaaaaaaé", 10) // é is 2 bytes at 9..10
+	got := Cut("aaaaaaaaaé", 10) // é is 2 bytes at 9..10
 	if got != "aaaaaaaaa…" || !utf8.ValidString(got) {
 		t.Errorf("got %q", got)
 	}
