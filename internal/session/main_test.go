@@ -114,9 +114,10 @@ func (d *dialer) dial(ctx context.Context) (transport.Stream, error) {
 	return p, nil
 }
 
-// open connects a session and closes it when the test ends.
-func open(t testing.TB, cfg session.Config) *session.Session {
-	t.Helper()
+// withDefaults fills what a test's config leaves out: the server's id, a
+// discarding logger, what the tests' host serves, and a push consumer that
+// accepts.
+func withDefaults(cfg session.Config) session.Config {
 	if cfg.ID == "" {
 		cfg.ID = server
 	}
@@ -129,6 +130,13 @@ func open(t testing.TB, cfg session.Config) *session.Session {
 	if cfg.OnPushEvent == nil {
 		cfg.OnPushEvent = acceptPush
 	}
+	return cfg
+}
+
+// open connects a session and closes it when the test ends.
+func open(t testing.TB, cfg session.Config) *session.Session {
+	t.Helper()
+	cfg = withDefaults(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := session.Connect(ctx, cfg)

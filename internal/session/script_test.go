@@ -233,18 +233,7 @@ type connecting struct {
 
 func connectAsync(cfg session.Config) *connecting {
 	c := &connecting{done: make(chan struct{})}
-	if cfg.ID == "" {
-		cfg.ID = server
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = discard
-	}
-	if cfg.Implemented == nil {
-		cfg.Implemented = served
-	}
-	if cfg.OnPushEvent == nil {
-		cfg.OnPushEvent = acceptPush
-	}
+	cfg = withDefaults(cfg)
 	go func() {
 		defer close(c.done)
 		c.s, c.err = session.Connect(context.Background(), cfg)
