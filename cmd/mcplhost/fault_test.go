@@ -582,3 +582,16 @@ func TestFaultProbeEndLineSaysHostClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultProbeConnectClosedHere: when the oversize message comes during
+// initialize, the connect fails, and probe's one line says this host
+// closed the connection, and why, with the limit (the close cause rides on
+// the failed call's error).
+func TestFaultProbeConnectClosedHere(t *testing.T) {
+	t.Parallel()
+	r := runInProcess("probe", "--id", "srv", "--", hostile.Binary(t), "-oversize", "20000000", "-at", "initialize", "-pidfile", pidfilePath(t, t.TempDir()))
+	want := "mcplhost probe: this host closed its connection to the \"srv\" server during initialize: the server sent a message over the size limit of 16777216 bytes\n"
+	if r.code != exitFail || !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("want exit 1 and stderr ending %q:\n%s", want, r)
+	}
+}

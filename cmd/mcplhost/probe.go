@@ -169,12 +169,8 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 		}
 		if errors.Is(err, wire.ErrConnClosed) {
 			rep.Ended = p.ended(nil, step)
-			switch {
-			case ce == nil:
-			case ce.Cause == wire.CauseTooLarge:
-				rep.Ended.ClosedHere, rep.Ended.Why = true, "the server sent a message over the size limit"
-			case ce.Cause == wire.CauseStalled:
-				rep.Ended.ClosedHere, rep.Ended.Why = true, closedHereWhy(&wire.StallError{After: ce.Timeout}, transport.CloseInfo{})
+			if ce != nil && (ce.Cause == wire.CauseTooLarge || ce.Cause == wire.CauseStalled) {
+				rep.Ended.ClosedHere, rep.Ended.Why = true, closedHereWhy(ce.Err, transport.CloseInfo{})
 			}
 			rep.Error = endLine(p.f.id, rep.Ended)
 		} else {

@@ -324,6 +324,9 @@ func TestOversizeOverPipe(t *testing.T) {
 	far.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":"` + strings.Repeat("x", 100) + `"}}`)
 	ce := callError(t, <-errc, wire.NoResponse, wire.CauseTooLarge)
 	checkText(t, ce, textTooLargePending)
+	if tl := (*transport.TooLargeError)(nil); !errors.As(ce, &tl) || tl.Limit != 64 {
+		t.Errorf("the pending call's error does not carry the TooLargeError: %v", ce.Err)
+	}
 	if !ce.Reconnecting || !errors.Is(ce, wire.ErrConnClosed) {
 		t.Error("the pending call does not record the reconnect")
 	}

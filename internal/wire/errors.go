@@ -110,7 +110,8 @@ type CallError struct {
 	// Answer is the peer's error answer, for ErrorResponse.
 	Answer *protocol.Error
 	// Err is the underlying error, if any (a transport's, a decoder's, a
-	// context's).
+	// context's; for CauseTooLarge and CauseStalled, why this side closed
+	// the connection: a *transport.TooLargeError or a *StallError).
 	Err error
 }
 

@@ -213,6 +213,11 @@ func TestStalledNotifyClosesConnection(t *testing.T) {
 	err = p.Call(testCtx(t), "tools/call", nil, nil)
 	checkText(t, callError(t, err, wire.NotSent, wire.CauseStalled),
 		`tools/call to "discord" not sent: this side closed the connection because the peer took none of a message within 200ms`)
+	// Both failures carry why this side closed the connection.
+	var st *wire.StallError
+	if !errors.As(err, &st) || st.After != 200*time.Millisecond || !errors.As(ce, &st) {
+		t.Errorf("the calls' errors do not carry the StallError: %v; %v", err, ce)
+	}
 }
 
 // A server that sends requests and never reads the answers: the answers'

@@ -554,6 +554,9 @@ func (p *Peer) notSentClosed(ce *CallError, hostClose bool) error {
 	why := closeReason(p.closeCause, p.byHost)
 	p.mu.Unlock()
 	ce.Cause, ce.Timeout, ce.Reconnecting = why.cause, why.after, p.recon()
+	if why.err != nil {
+		ce.Err = why.err
+	}
 	return ce
 }
 
@@ -562,6 +565,7 @@ func (p *Peer) notSentClosed(ce *CallError, hostClose bool) error {
 type closeWhy struct {
 	cause Cause
 	after time.Duration // for CauseStalled
+	err   error         // the close cause, for CauseTooLarge and CauseStalled
 }
 
 // closeReason classifies a connection's close cause.
@@ -571,9 +575,9 @@ func closeReason(cause error, byHost bool) closeWhy {
 	switch {
 	case !byHost:
 	case errors.As(cause, &tl):
-		return closeWhy{cause: CauseTooLarge}
+		return closeWhy{cause: CauseTooLarge, err: tl}
 	case errors.As(cause, &st):
-		return closeWhy{cause: CauseStalled, after: st.After}
+		return closeWhy{cause: CauseStalled, after: st.After, err: st}
 	}
 	return closeWhy{cause: CauseClosed}
 }
@@ -588,11 +592,13 @@ func (e *StallError) Error() string {
 
 // stalled closes a connection whose other side took none of a write (what,
 // for method) before its deadline d: it has stopped reading.
-func (p *Peer) stalled(d time.Duration, what, method string) {
+func (p *Peer) stalled(d time.Duration, what, method string) *StallError {
 	p.log.Error("the other side took none of a message before its deadline, so it has stopped reading; closing the connection",
 		slog.Bool("closed_here", true), slog.String("message", what), slog.String("method", Cut(method, 100)),
 		slog.String("waited", ShortDuration(d)))
-	p.shutdown(&StallError{After: d}, true)
+	st := &StallError{After: d}
+	p.shutdown(st, true)
+	return st
 }
 
 // writeFailed turns a failed write into the call's error, or the
@@ -616,7 +622,7 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, 
 		// write's own deadline: it has stopped reading (a message larger
 		// than a pipe's buffer; any WebSocket write that times out), so
 		// the connection is of no more use.
-		p.stalled(bound, what, ce.Method)
+		ce.Err = p.stalled(bound, what, ce.Method)
 		ce.Outcome, ce.Cause, ce.Timeout, ce.Reconnecting = o, CauseStalled, bound, p.recon()
 		return ce
 	}
@@ -668,6 +674,9 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 			ce.Cause = CauseClosedHere
 		} else {
 			ce.Cause, ce.Timeout, ce.Reconnecting = a.why.cause, a.why.after, p.recon()
+			if a.why.err != nil {
+				ce.Err = a.why.err
+			}
 		}
 		return ce
 	case a.err != nil:
