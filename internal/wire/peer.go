@@ -106,7 +106,7 @@ type Peer struct {
 	closeNow  chan struct{} // closed by Close: no more waiting for owed answers
 	closeOnce sync.Once
 	faultOnce sync.Once      // the peer-fault log line
-	closers   sync.WaitGroup // stream closes begun apart from shutdown's
+	closers   sync.WaitGroup // end's background stream close
 }
 
 type pendingCall struct {
@@ -272,7 +272,13 @@ func (p *Peer) Close() error {
 // connection, the handler still gets what was already received, with its
 // context ended, and its answers are written while the stream takes them,
 // those it deferred too for up to owedGrace; then the stream closes.
-func (p *Peer) shutdown(cause error, byHost bool) {
+func (p *Peer) shutdown(cause error, byHost bool) { p.end(cause, byHost, false) }
+
+// end is shutdown, with closeStream set when the other side ended the
+// connection in a way that leaves nothing to read or write (a write found
+// its end closed): the stream is then closed at once, in the background,
+// as a close can wait for a process to exit.
+func (p *Peer) end(cause error, byHost, closeStream bool) {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		p.closed = true
@@ -298,6 +304,10 @@ func (p *Peer) shutdown(cause error, byHost bool) {
 			p.s.Close()
 		} else {
 			p.inbox.close(false)
+			if closeStream {
+				// Counted before the goroutine below can wait for it.
+				p.closers.Go(func() { p.s.Close() })
+			}
 		}
 		go func() {
 			<-p.readDone
@@ -406,11 +416,10 @@ func (p *Peer) writeFoundClosed(err error) {
 	case errors.As(err, new(*transport.PeerFaultError)):
 		p.peerFault(err)
 	default:
-		p.shutdown(err, false)
-		// The other side takes nothing more: close the stream now, so a
+		// The other side takes nothing more: the stream closes now, so a
 		// reader held by something that keeps the other end open (a
 		// process's stdout) does not hold the connection's end.
-		p.closers.Go(func() { p.s.Close() })
+		p.end(err, false, true)
 	}
 }
 
