@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,11 @@ const (
 	// decision must settle, so those never wait forever.
 	ChannelRequestTimeout = 60 * time.Second
 )
+
+// DefaultSendTools are the send tools of a server whose file does not give
+// channels.sendTools (Channels.SendTools nil). WithDefaults copies it, so a
+// server's list never shares its array.
+var DefaultSendTools = []string{"send_message", "reply_message", "send_dm", "send_file"}
 
 // Config is one configuration file, with defaults applied and relative
 // paths resolved.
@@ -90,6 +96,12 @@ type Patterns struct {
 // Channels is the server's channel settings.
 type Channels struct {
 	Subscription Subscription
+	// SendTools names, bare, the server's tools that post into a channel:
+	// a successful call of one into a closed channel opens that channel
+	// (source opened-by-reply). Nil means not given, which WithDefaults
+	// makes a copy of DefaultSendTools; empty (the file's sendTools: [])
+	// means none.
+	SendTools []string
 }
 
 // SubscriptionMode says which channels host policy opens: none, all, or a
@@ -109,6 +121,20 @@ type Subscription struct {
 	Mode SubscriptionMode
 	// Channels are the channel ids, for SubscriptionList.
 	Channels []string
+}
+
+// Admits reports whether the subscription selects the channel with id
+// channelID for opening: SubscriptionManual admits none, SubscriptionAuto
+// every one, and SubscriptionList those in Channels, compared exactly
+// (case and all). Any other mode, the empty one included, admits none.
+func (s Subscription) Admits(channelID string) bool {
+	switch s.Mode {
+	case SubscriptionAuto:
+		return true
+	case SubscriptionList:
+		return slices.Contains(s.Channels, channelID)
+	}
+	return false
 }
 
 // Load reads and decodes the file at path. Problems in the file come back
@@ -148,7 +174,8 @@ func Parse(data []byte, name, dir string) (*Config, error) {
 // are, for a server from a file and one configured in code alike. ToolPrefix
 // defaults to ID; RequestTimeout 0 to DefaultRequestTimeout; Reconnect's
 // Initial and Max of 0 to DefaultReconnectInitial and DefaultReconnectMax;
-// an empty subscription mode to SubscriptionManual.
+// an empty subscription mode to SubscriptionManual; nil Channels.SendTools
+// to a copy of DefaultSendTools (an empty, non-nil list stays empty).
 func (s Server) WithDefaults() Server {
 	if s.ToolPrefix == "" {
 		s.ToolPrefix = s.ID
@@ -164,6 +191,9 @@ func (s Server) WithDefaults() Server {
 	}
 	if s.Channels.Subscription.Mode == "" {
 		s.Channels.Subscription.Mode = SubscriptionManual
+	}
+	if s.Channels.SendTools == nil {
+		s.Channels.SendTools = slices.Clone(DefaultSendTools)
 	}
 	return s
 }

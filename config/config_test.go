@@ -152,6 +152,117 @@ func TestSubscription(t *testing.T) {
 	}
 }
 
+// TestSubscriptionAdmits: manual admits no channel, auto every one, and a
+// list exactly the ids it holds.
+func TestSubscriptionAdmits(t *testing.T) {
+	list := config.Subscription{Mode: config.SubscriptionList, Channels: []string{"general", "42", "discord:123/456"}}
+	for _, tc := range []struct {
+		name    string
+		sub     config.Subscription
+		channel string
+		want    bool
+	}{
+		{"manual", config.Subscription{Mode: config.SubscriptionManual}, "general", false},
+		{"manual, empty id", config.Subscription{Mode: config.SubscriptionManual}, "", false},
+		{"manual ignores a stray list", config.Subscription{Mode: config.SubscriptionManual, Channels: []string{"general"}}, "general", false},
+		{"auto", config.Subscription{Mode: config.SubscriptionAuto}, "general", true},
+		{"auto, any id", config.Subscription{Mode: config.SubscriptionAuto}, "anything/at all", true},
+		{"list, listed", list, "general", true},
+		{"list, listed number", list, "42", true},
+		{"list, listed with punctuation", list, "discord:123/456", true},
+		{"list, not listed", list, "random", false},
+		{"list, case matters", list, "General", false},
+		{"list, no prefix match", list, "gen", false},
+		{"list, no extension match", list, "general2", false},
+		{"list, empty id", list, "", false},
+		{"empty list admits none", config.Subscription{Mode: config.SubscriptionList, Channels: []string{}}, "general", false},
+		{"zero value admits none", config.Subscription{}, "general", false},
+		{"unknown mode admits none", config.Subscription{Mode: "bogus", Channels: []string{"general"}}, "general", false},
+	} {
+		if got := tc.sub.Admits(tc.channel); got != tc.want {
+			t.Errorf("%s: %+v.Admits(%q) = %v, want %v", tc.name, tc.sub, tc.channel, got, tc.want)
+		}
+	}
+	// What a file decodes to admits as written.
+	s, err := one(t, "    channels: {subscription: [general, 7]}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub := s.Channels.Subscription; !sub.Admits("general") || !sub.Admits("7") || sub.Admits("random") {
+		t.Errorf("decoded %+v admits wrongly", sub)
+	}
+}
+
+// TestSendTools: channels.sendTools is a list of bare tool names; absent
+// gives the defaults, [] none.
+func TestSendTools(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+		err  string
+	}{
+		{src: "", want: []string{"send_message", "reply_message", "send_dm", "send_file"}},
+		{src: "    channels: {subscription: auto}\n", want: config.DefaultSendTools},
+		{src: "    channels: {sendTools: [post, reply_in_thread]}\n", want: []string{"post", "reply_in_thread"}},
+		{src: "    channels:\n      subscription: manual\n      sendTools:\n        - post\n        - 7\n", want: []string{"post", "7"}},
+		{src: "    channels: {sendTools: []}\n", want: []string{}},
+		{src: "    channels: {sendTools: send_message}\n", err: `c.yaml:4: servers[0].channels.sendTools: must be a list of tool names, not "send_message"`},
+		{src: "    channels: {sendTools: {send_message: true}}\n", err: `c.yaml:4: servers[0].channels.sendTools: must be a list of tool names, not a mapping`},
+		{src: "    channels:\n      sendTools:\n", err: `c.yaml:5: servers[0].channels.sendTools: has no value; give a list of tool names, or leave the key out`},
+		{src: "    channels: {sendTools: [post, \"\"]}\n", err: `c.yaml:4: servers[0].channels.sendTools[1]: is empty; give a tool's bare name, like send_message`},
+		{src: "    channels:\n      sendTools:\n        - post\n        - send_*\n", err: `c.yaml:7: servers[0].channels.sendTools[1]: "send_*" is not a tool name: sendTools names tools exactly, with no patterns; write each one, like send_message`},
+		{src: "    channels: {sendTools: [[post]]}\n", err: `c.yaml:4: servers[0].channels.sendTools[0]: must be a string, not a list`},
+		{src: "    channels: {sendTools: [post], sendTool: [reply]}\n", err: `c.yaml:4: servers[0].channels.sendTool: unknown key (did you mean sendTools?)`},
+		{src: "    channels: {sendTools: [post], replyTools: [reply]}\n", err: `c.yaml:4: servers[0].channels.replyTools: unknown key`},
+		{src: "    sendTools: [post]\n", err: `c.yaml:4: servers[0].sendTools: unknown key (write channels: {sendTools: [...]})`},
+		{src: "    channels: {sendTools: [a], sendTools: [b]}\n", err: `c.yaml:4: servers[0].channels.sendTools: given twice in one mapping (first on line 4)`},
+	} {
+		s, err := one(t, tc.src)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%q: err = %v\nwant %s", tc.src, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if got := s.Channels.SendTools; got == nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: SendTools = %#v, want %#v", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestSendToolsDefaults: WithDefaults fills a nil SendTools with a copy of
+// DefaultSendTools and keeps any other list, even an empty one.
+func TestSendToolsDefaults(t *testing.T) {
+	want := []string{"send_message", "reply_message", "send_dm", "send_file"}
+	if !slices.Equal(config.DefaultSendTools, want) {
+		t.Fatalf("DefaultSendTools = %q, want %q", config.DefaultSendTools, want)
+	}
+	a := config.Server{ID: "a"}.WithDefaults()
+	b := config.Server{ID: "b"}.WithDefaults()
+	if !slices.Equal(a.Channels.SendTools, want) {
+		t.Fatalf("SendTools = %#v, want the defaults", a.Channels.SendTools)
+	}
+	a.Channels.SendTools[0] = "changed"
+	if config.DefaultSendTools[0] != "send_message" || b.Channels.SendTools[0] != "send_message" {
+		t.Errorf("changing one server's SendTools changed DefaultSendTools (%q) or another server's (%q)", config.DefaultSendTools, b.Channels.SendTools)
+	}
+	if got := a.WithDefaults().Channels.SendTools; !slices.Equal(got, a.Channels.SendTools) {
+		t.Errorf("WithDefaults twice: SendTools %q, want %q kept", got, a.Channels.SendTools)
+	}
+	empty := config.Server{ID: "e", Channels: config.Channels{SendTools: []string{}}}.WithDefaults()
+	if got := empty.Channels.SendTools; got == nil || len(got) != 0 {
+		t.Errorf("empty SendTools became %#v, want empty and not nil", got)
+	}
+	set := config.Server{ID: "s", Channels: config.Channels{SendTools: []string{"post"}}}.WithDefaults()
+	if got := set.Channels.SendTools; !slices.Equal(got, []string{"post"}) {
+		t.Errorf("SendTools [post] became %#v", got)
+	}
+}
+
 func TestDurations(t *testing.T) {
 	for _, tc := range []struct {
 		src     string
@@ -236,7 +347,7 @@ func TestWithDefaults(t *testing.T) {
 	}
 	kept := config.Server{ID: "s", ToolPrefix: "p", RequestTimeout: config.NoTimeout,
 		Reconnect: config.Reconnect{Initial: time.Second, Max: time.Minute},
-		Channels:  config.Channels{Subscription: config.Subscription{Mode: config.SubscriptionAuto}}}
+		Channels:  config.Channels{Subscription: config.Subscription{Mode: config.SubscriptionAuto}, SendTools: []string{}}}
 	if got := kept.WithDefaults(); !cmp.Equal(got, kept) {
 		t.Errorf("WithDefaults changed what was set: %+v", got)
 	}

@@ -447,8 +447,8 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// hints answer keys that other hosts' configurations use, and keys that
-// would hold a secret.
+// hints answer keys that other hosts' configurations use, keys that would
+// hold a secret, and keys written outside the mapping they belong in.
 var hints = map[string]string{
 	"args":                   "command holds the program and its arguments in one list, like command: [go, run, ./server]",
 	"token":                  "tokens are never written in the file: put it in an environment variable and name the variable with tokenEnv",
@@ -460,6 +460,8 @@ var hints = map[string]string{
 	"enabledFeatureSets":     "write featureSets: {enable: [...]}",
 	"disabledFeatureSets":    "write featureSets: {disable: [...]}",
 	"channelSubscription":    "write channels: {subscription: manual}",
+	"subscription":           "write channels: {subscription: manual}",
+	"sendTools":              "write channels: {sendTools: [...]}",
 	"reconnectIntervalMs":    "write reconnect: {initial: 5s}",
 	"reconnectMaxIntervalMs": "write reconnect: {max: 5m}",
 	"requestTimeoutMs":       "write requestTimeout: 60s, a duration",

@@ -63,8 +63,9 @@
 //   - Defaults are applied in one place, Server.WithDefaults, by the
 //     decoder and by the host alike, so a server configured in code gets
 //     what one from a file gets.
-//   - store and channels.subscription are decoded and checked but not yet
-//     used: the channel layer makes them live (docs/config.md).
+//   - store is the SQLite file holding channel decisions and the inbox of
+//     inbound messages; it is created if missing, and the host replays it
+//     at start.
 //   - tools.enable and tools.disable hold bare tool names, where * matches
 //     any run of characters (including "--" and nothing). Deny wins. An
 //     absent enable allows every tool; a present one, even [], is an
@@ -77,7 +78,17 @@
 //     newer server may advertise it. A feature-set pattern is a
 //     dot-separated name, "*", or a name ending in ".*".
 //   - channels.subscription is manual (the default), auto, or a list of
-//     channel ids ([] admits none, as manual does).
+//     channel ids ([] admits none, as manual does); Subscription.Admits
+//     applies it, ids compared exactly. It selects channels for opening
+//     when the server registers them and the agent has not decided
+//     (source subscription-policy); a channel the agent closed stays
+//     closed.
+//   - channels.sendTools lists the server's tools that post into a
+//     channel, by bare name: a successful call of one into a closed
+//     channel opens that channel (source opened-by-reply). Names match
+//     exactly, so * is refused rather than never matching. Absent (nil)
+//     means DefaultSendTools, which WithDefaults copies in; [] means none,
+//     and stays an empty, non-nil list, as with enable lists.
 //   - Relative paths are relative to the config file's directory: store
 //     (default ./data/host.db) is made absolute against it, and a command
 //     server runs in it (Server.Dir), so command: [go, run, ../echo] names a

@@ -52,6 +52,14 @@ func FuzzParse(f *testing.F) {
 			if s.Reconnect.Initial <= 0 || s.Reconnect.Max < s.Reconnect.Initial || (s.RequestTimeout <= 0 && s.RequestTimeout != config.NoTimeout) {
 				t.Fatalf("server %d durations: %+v, %v", i, s.Reconnect, s.RequestTimeout)
 			}
+			if s.Channels.Subscription.Mode == "" || s.Channels.SendTools == nil {
+				t.Fatalf("server %d channels without defaults: %+v", i, s.Channels)
+			}
+			for _, tool := range s.Channels.SendTools {
+				if tool == "" || strings.Contains(tool, "*") {
+					t.Fatalf("server %d: send tool %q", i, tool)
+				}
+			}
 			for _, o := range cfg.Servers[:i] {
 				if config.PrefixesMeet(o.ToolPrefix, s.ToolPrefix) {
 					t.Fatalf("prefixes %q and %q meet", o.ToolPrefix, s.ToolPrefix)

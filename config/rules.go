@@ -91,6 +91,18 @@ func toolPatternProblem(p string) string {
 	return ""
 }
 
+// sendToolProblem checks a channels.sendTools entry: a bare tool name,
+// matched exactly, so * is refused rather than silently never matching.
+func sendToolProblem(n string) string {
+	switch {
+	case n == "":
+		return "is empty; give a tool's bare name, like send_message"
+	case strings.Contains(n, "*"):
+		return fmt.Sprintf("%q is not a tool name: sendTools names tools exactly, with no patterns; write each one, like send_message", n)
+	}
+	return ""
+}
+
 // capabilityPatternProblem checks a capability pattern's syntax only: a
 // well-formed path this host does not know is accepted, since a newer
 // server may advertise it.

@@ -15,7 +15,7 @@ var (
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
-	channelsKeys  = []string{"subscription"}
+	channelsKeys  = []string{"subscription", "sendTools"}
 )
 
 // decodeFile decodes a whole file; it returns nil when the file is not a
@@ -174,8 +174,17 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 		case "featureSets":
 			s.FeatureSets.Enable, s.FeatureSets.Disable = d.patterns(e.val, path, line, "feature-set names", featureSetPatternProblem)
 		case "channels":
-			d.fields(e.val, path, line, "a mapping like {subscription: manual}", channelsKeys, func(e entry, path string) {
-				s.Channels.Subscription = d.subscription(e.val, path, e.key.Line)
+			d.fields(e.val, path, line, "a mapping like {subscription: manual, sendTools: [...]}", channelsKeys, func(e entry, path string) {
+				switch e.name {
+				case "subscription":
+					s.Channels.Subscription = d.subscription(e.val, path, e.key.Line)
+				case "sendTools":
+					// Absent leaves the defaults WithDefaults put in s;
+					// [] is an empty, non-nil list: no send tools.
+					if v, ok := d.list(e.val, path, e.key.Line, "a list of tool names", sendToolProblem); ok {
+						s.Channels.SendTools = v
+					}
+				}
 			})
 		}
 	})
