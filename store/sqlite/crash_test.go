@@ -1,0 +1,352 @@
+package sqlite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// The crash test: a child process (this test binary, in TestCrashChild)
+// writes to a store from several goroutines and prints a line for every
+// write acknowledged (the call returned nil); the parent SIGKILLs it at a
+// random point, reopens the file and checks that every acknowledged write
+// is there, and that no call is there in part. The iterations share one
+// file, so each also recovers the file the previous crash left.
+//
+// The child prints
+//
+//	A <call> <seq>...    an Append of len(seq) records, acknowledged
+//	M <call> <seq>...    an AddMessages, acknowledged; 0 for a duplicate
+//
+// A record's Source is "<call> <i> <n>": record i of the call's n. A
+// message's id is "<call>.<i>" and its ThreadID "<call>/<n>", n counting
+// the call's new messages (a call may also resend an older message, which
+// is not added again).
+
+const (
+	crashFileEnv = "MCPL_STORE_CRASH_FILE"
+	crashRunEnv  = "MCPL_STORE_CRASH_RUN"
+	crashSeedEnv = "MCPL_STORE_CRASH_SEED"
+)
+
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashFileEnv)
+	if path == "" {
+		t.Skip("the crash test's child; runs only under TestCrash")
+	}
+	// The child dies with its parent (stdin closes), and on its own after
+	// a while in case nobody kills it.
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(2)
+	}()
+	time.AfterFunc(30*time.Second, func() { os.Exit(3) })
+
+	run := os.Getenv(crashRunEnv)
+	d, err := Open(path, nil)
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	say := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		os.Stdout.WriteString(line) // one write: the line is out, or not
+	}
+	say("open\n")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				id := fmt.Sprintf("r%sg%dc%d", run, g, k)
+				n := 1 + k%4
+				recs := make([]store.Record, n)
+				for i := range recs {
+					recs[i] = store.Record{Kind: store.KindDecision, Server: "s", Channel: fmt.Sprintf("g%d", g),
+						State: store.Open, Source: fmt.Sprintf("%s %d %d", id, i, n), At: time.Now()}
+				}
+				out, err := d.Append(ctx, recs...)
+				if err != nil {
+					say(fmt.Sprintf("ERR %v\n", err))
+					return
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "A %s", id)
+				for _, r := range out {
+					fmt.Fprintf(&b, " %d", r.Seq)
+				}
+				say(b.String() + "\n")
+			}
+		})
+	}
+	wg.Go(func() {
+		var prev store.Message
+		for k := 0; ; k++ {
+			id := fmt.Sprintf("r%sm%d", run, k)
+			n := 1 + k%3
+			var msgs []store.Message
+			for i := range n {
+				msgs = append(msgs, store.Message{Server: "s", Channel: "c", MessageID: fmt.Sprintf("%s.%d", id, i),
+					ThreadID: fmt.Sprintf("%s/%d", id, n), Body: []byte(`{"k":1}`), At: time.Now()})
+			}
+			if k%5 == 4 {
+				msgs = append(msgs, prev) // an older one again
+			}
+			added, err := d.AddMessages(ctx, msgs)
+			if err != nil {
+				say(fmt.Sprintf("ERR %v\n", err))
+				return
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "M %s", id)
+			for i, m := range msgs {
+				if !added[i] {
+					m.Seq = 0
+				}
+				fmt.Fprintf(&b, " %d", m.Seq)
+			}
+			say(b.String() + "\n")
+			prev = msgs[0]
+			prev.Seq = 0
+		}
+	})
+	wg.Wait() // only if a write failed
+	os.Exit(1)
+}
+
+// acked is what the children acknowledged: call -> Seqs.
+type acked struct {
+	records, messages map[string][]int64
+}
+
+func TestCrash(t *testing.T) {
+	if os.Getenv(crashFileEnv) != "" {
+		t.Skip("in the child")
+	}
+	iterations, budget := 20, 15*time.Second
+	if testing.Short() {
+		iterations, budget = 4, 5*time.Second
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", crashSeedEnv, err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (%s=%d repeats this run)", seed, crashSeedEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, 0))
+	path := filepath.Join(t.TempDir(), "state", "host.db")
+	all := acked{records: map[string][]int64{}, messages: map[string][]int64{}}
+	start := time.Now()
+	done := 0
+	for ; done < iterations && time.Since(start) < budget; done++ {
+		// -1: kill at once, maybe before the child has created the file;
+		// 0: once it has opened it; n: after n acknowledged writes.
+		killAfter := rng.IntN(302) - 1
+		crashChild(t, path, done, killAfter, all)
+		verify(t, path, all)
+	}
+	t.Logf("%d crashes in %v; %d calls appended and %d added acknowledged", done, time.Since(start).Round(time.Millisecond), len(all.records), len(all.messages))
+	if done < 3 {
+		t.Fatalf("only %d crashes within %v", done, budget)
+	}
+}
+
+// crashChild runs one child, kills it after killAfter acknowledged writes,
+// and adds what it acknowledged to all.
+func crashChild(t *testing.T, path string, run, killAfter int, all acked) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
+	cmd.Env = append(os.Environ(), crashFileEnv+"="+path, crashRunEnv+"="+strconv.Itoa(run))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	kill := func() {
+		if !killed {
+			killed = true
+			cmd.Process.Kill() // SIGKILL
+		}
+	}
+	// Reap the child whatever happens; a child that hangs is killed.
+	hung := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer func() {
+		hung.Stop()
+		kill()
+		stdin.Close()
+		cmd.Wait()
+	}()
+
+	if killAfter < 0 {
+		kill()
+	}
+	writes := 0
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "open":
+			if killAfter == 0 {
+				kill()
+			}
+			continue
+		case "ERR":
+			t.Fatalf("child %d: %s", run, sc.Text())
+		case "A", "M":
+		default:
+			continue // the test framework's own lines
+		}
+		if len(f) < 3 {
+			t.Fatalf("child %d: short line %q", run, sc.Text())
+		}
+		seqs := make([]int64, len(f)-2)
+		for i, s := range f[2:] {
+			if seqs[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+				t.Fatalf("child %d: line %q: %v", run, sc.Text(), err)
+			}
+		}
+		if f[0] == "A" {
+			all.records[f[1]] = seqs
+		} else {
+			all.messages[f[1]] = seqs
+		}
+		writes++
+		if writes == killAfter {
+			kill()
+		}
+	}
+	if !killed {
+		t.Fatalf("child %d ended by itself after %d writes; stderr:\n%s", run, writes, stderr.String())
+	}
+}
+
+// verify reopens the file and checks it against what was acknowledged.
+func verify(t *testing.T, path string, all acked) {
+	t.Helper()
+	if _, err := os.Stat(path); os.IsNotExist(err) && len(all.records) == 0 {
+		return // killed before it made the file
+	}
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("reopen after the crash: %v", err)
+	}
+	defer d.Close()
+	ctx := t.Context()
+
+	// The log: Seqs increasing; each call whole, in order, at consecutive
+	// Seqs (one writer, one transaction a batch), or absent.
+	type present struct {
+		n    int
+		seqs []int64
+	}
+	calls := map[string]*present{}
+	var last int64
+	if err := d.Replay(ctx, func(r store.Record) error {
+		if r.Seq <= last {
+			return fmt.Errorf("Seq %d after %d", r.Seq, last)
+		}
+		last = r.Seq
+		var id string
+		var i, n int
+		if _, err := fmt.Sscanf(r.Source, "%s %d %d", &id, &i, &n); err != nil {
+			return fmt.Errorf("record %d: source %q: %v", r.Seq, r.Source, err)
+		}
+		p := calls[id]
+		if p == nil {
+			p = &present{n: n}
+			calls[id] = p
+		}
+		if i != len(p.seqs) || i > 0 && r.Seq != p.seqs[i-1]+1 {
+			return fmt.Errorf("call %s: record %d of %d at Seq %d after Seqs %v", id, i, n, r.Seq, p.seqs)
+		}
+		p.seqs = append(p.seqs, r.Seq)
+		return nil
+	}); err != nil {
+		t.Fatalf("replay after the crash: %v", err)
+	}
+	for id, p := range calls {
+		if len(p.seqs) != p.n {
+			t.Errorf("call %s is in the log in part: %d of its %d records", id, len(p.seqs), p.n)
+		}
+	}
+	for id, seqs := range all.records {
+		p := calls[id]
+		if p == nil || fmt.Sprint(p.seqs) != fmt.Sprint(seqs) {
+			t.Errorf("acknowledged call %s at Seqs %v: the log has %v", id, seqs, p)
+		}
+	}
+
+	// The inbox: Seqs increasing; each call's new messages all there or
+	// none; every acknowledged message there at its Seq.
+	bySeq := map[int64]string{}
+	newOf := map[string]int{}  // call -> new messages present
+	wantOf := map[string]int{} // call -> new messages it had
+	last = 0
+	if err := d.Messages(ctx, 0, func(m store.Message) error {
+		if m.Seq <= last {
+			return fmt.Errorf("Seq %d after %d", m.Seq, last)
+		}
+		last = m.Seq
+		bySeq[m.Seq] = m.MessageID
+		id, n, ok := strings.Cut(m.ThreadID, "/")
+		if !ok {
+			return fmt.Errorf("message %d: thread %q", m.Seq, m.ThreadID)
+		}
+		newOf[id]++
+		wantOf[id], _ = strconv.Atoi(n)
+		return nil
+	}); err != nil {
+		t.Fatalf("reading the inbox after the crash: %v", err)
+	}
+	for id, n := range newOf {
+		if n != wantOf[id] {
+			t.Errorf("call %s is in the inbox in part: %d of its %d messages", id, n, wantOf[id])
+		}
+	}
+	for id, seqs := range all.messages {
+		for i, seq := range seqs {
+			if seq == 0 {
+				continue // a duplicate, not added
+			}
+			if want := fmt.Sprintf("%s.%d", id, i); bySeq[seq] != want {
+				t.Errorf("acknowledged message %s at Seq %d: the inbox has %q there", want, seq, bySeq[seq])
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}

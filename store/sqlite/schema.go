@@ -1,0 +1,120 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are the schema's versions: migrations[i] takes a database at
+// version i to version i+1. The version is kept in PRAGMA user_version (0
+// for a new file). A migration is appended, never edited once released:
+// files in the field are at every version it ever had.
+//
+// Version 1:
+//
+//   - log is the lifecycle log. seq is AUTOINCREMENT, so a seq is never
+//     reused, not even after the newest records are gone. at is the
+//     record's time in Unix nanoseconds (UTC), NULL for the zero time. The
+//     CHECKs refuse what store.Record.Validate refuses, in case a record
+//     comes in by another way than DB.Append.
+//   - inbox is the message inbox, one row per (server, channel,
+//     message_id): a duplicate is refused by the UNIQUE constraint, which
+//     AddMessages turns into "not added". body is the message's JSON as
+//     sent, NULL for none.
+//
+// Both are STRICT tables: a value of the wrong type is an error, not a
+// silent conversion.
+var migrations = []string{
+	`CREATE TABLE log (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		kind TEXT NOT NULL CHECK (kind IN ('decision', 'invitation-declined')),
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('open', 'closed', '')),
+		source TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		acknowledgment TEXT NOT NULL,
+		at INTEGER
+	) STRICT;
+	CREATE TABLE inbox (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		thread_id TEXT NOT NULL,
+		body BLOB,
+		at INTEGER,
+		UNIQUE (server, channel, message_id)
+	) STRICT;`,
+}
+
+// SchemaVersion is the schema version this package writes and the newest
+// it can open.
+const SchemaVersion = 1
+
+func init() {
+	if len(migrations) != SchemaVersion {
+		panic("store/sqlite: SchemaVersion is not len(migrations)")
+	}
+}
+
+// migrate brings the database on conn to SchemaVersion, all the missing
+// migrations in one transaction, so a crash leaves it at the version it
+// had or at SchemaVersion. A database newer than SchemaVersion is refused
+// and left untouched.
+func (d *DB) migrate(ctx context.Context, conn *sql.Conn) error {
+	version, err := userVersion(ctx, conn)
+	if err != nil {
+		return d.errf(err, "read the schema version")
+	}
+	if version > SchemaVersion {
+		return d.tooNew(version)
+	}
+	if version == SchemaVersion {
+		return nil
+	}
+	// Another process may be migrating the same file: take the write lock
+	// first, then read the version again under it.
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return d.errf(err, "begin the schema migration")
+	}
+	err = func() error {
+		version, err := userVersion(ctx, conn)
+		if err != nil {
+			return d.errf(err, "read the schema version")
+		}
+		if version > SchemaVersion {
+			return d.tooNew(version)
+		}
+		for v := version; v < SchemaVersion; v++ {
+			if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
+				return d.errf(err, "migrate the schema from version %d to %d", v, v+1)
+			}
+		}
+		// PRAGMA takes no parameters; the version is a constant here.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+			return d.errf(err, "set the schema version to %d", SchemaVersion)
+		}
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return d.errf(err, "commit the schema migration from version %d to %d", version, SchemaVersion)
+		}
+		return nil
+	}()
+	if err != nil {
+		// The transaction may be gone already (a failed COMMIT can end it);
+		// the error that matters is err.
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+	}
+	return err
+}
+
+func (d *DB) tooNew(version int) error {
+	return fmt.Errorf("store %s: the file's schema is version %d, newer than this program knows (version %d): use a newer mcpl, or another file", d.path, version, SchemaVersion)
+}
+
+func userVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+	var v int
+	err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}

@@ -1,0 +1,417 @@
+// Package sqlite is the host's embedded durable store: a store.Store kept in
+// one SQLite file, through modernc.org/sqlite (pure Go, no cgo).
+//
+// # The file
+//
+// Open creates the file's directory if it is missing, with mode 0o700, and
+// the file itself with mode 0o600: the inbox holds what servers sent the
+// agent, which is nobody else's to read. SQLite gives its -wal and -shm
+// files the database file's mode. The file is in WAL mode with
+// synchronous=FULL, so a commit is on disk (fsync) before Append or
+// AddMessages returns, and readers never wait for the writer.
+// foreign_keys is on (the schema has none yet; a later one may).
+//
+// The schema is versioned in PRAGMA user_version (see SchemaVersion); Open
+// applies the missing migrations in one transaction, and refuses a file
+// whose version is newer than this package knows, or that is not a SQLite
+// database, naming the file.
+//
+// # Writes: group commit
+//
+// One goroutine owns the write connection. Append and AddMessages queue
+// their call and wait; the writer takes what is queued (at most
+// Options.MaxBatchCalls calls and Options.MaxBatchBytes bytes) and writes it
+// in one transaction, each call inside a SAVEPOINT of its own: a call that
+// fails (a record the schema refuses) is rolled back alone and fails alone,
+// the others in the batch commit. Every call of a batch returns only after
+// the batch's COMMIT is synced; a COMMIT that fails fails every call of the
+// batch and leaves none of them. A COMMIT that fails with anything other
+// than a constraint or a lock (an I/O error, a full disk) leaves the file in
+// doubt (SQLite may have written the batch, and a restart may recover it),
+// so the DB refuses every later write with that error: reopen it, which
+// replays what the file really holds.
+//
+// A call's ctx counts until the writer takes the call into a batch: ended
+// before, the call is not written and returns ctx.Err(); once taken, the
+// call runs to its commit whatever its ctx does, because abandoning it
+// then would leave the caller not knowing whether it was written.
+//
+// # Reads
+//
+// Replay and Messages read through a pool of read-only connections
+// (Options.ReadConns), concurrently with the writer and with each other;
+// each sees the file as of its start (a snapshot). Times are kept as Unix
+// nanoseconds, so At reads back exactly as appended, in UTC; the zero time
+// is kept as NULL and reads back as the zero time. An At outside the years
+// 1678 to 2262 (what int64 nanoseconds hold) is refused, with an error
+// wrapping store.ErrInvalid.
+//
+// # Close
+//
+// Close stops taking calls (later ones fail with store.ErrClosed), lets the
+// writer finish every call already queued, commits them, then closes the
+// file. A Replay or Messages already reading goes on to its end on its own
+// connection, which closes when it returns.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// Options tunes a DB. The zero value (or a nil *Options) takes the
+// defaults.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock that another
+	// process holds on the file before it fails. 0 means 5 s.
+	BusyTimeout time.Duration
+	// MaxBatchCalls bounds the calls one group commit holds. 0 means 256.
+	MaxBatchCalls int
+	// MaxBatchBytes bounds the bytes (strings and bodies) of the calls one
+	// group commit holds; a call larger than that is a batch of its own.
+	// 0 means 4 MiB.
+	MaxBatchBytes int
+	// ReadConns is the number of read connections Replay and Messages
+	// share. 0 means 4.
+	ReadConns int
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.BusyTimeout <= 0 {
+		r.BusyTimeout = 5 * time.Second
+	}
+	if r.MaxBatchCalls <= 0 {
+		r.MaxBatchCalls = 256
+	}
+	if r.MaxBatchBytes <= 0 {
+		r.MaxBatchBytes = 4 << 20
+	}
+	if r.ReadConns <= 0 {
+		r.ReadConns = 4
+	}
+	return r
+}
+
+// DB is a store.Store in a SQLite file. Its methods are safe for concurrent
+// use.
+type DB struct {
+	path string
+	opts Options
+
+	write *sql.DB // one connection, pinned by the writer goroutine
+	read  *sql.DB // the read pool
+	// replay and messages are prepared on read.
+	replay, messages *sql.Stmt
+
+	mu     sync.Mutex
+	queue  []*call // calls waiting for the writer
+	closed bool
+	// broken, once set, fails every later write: a COMMIT failed in a way
+	// that leaves the file in doubt.
+	broken error
+
+	wake       chan struct{} // tells the writer there is work; buffered 1
+	writerDone chan struct{} // closed when the writer has stopped
+
+	closeOnce sync.Once
+	closeErr  error
+
+	batches atomic.Int64 // transactions the writer began, for tests
+}
+
+var _ store.Store = (*DB)(nil)
+
+// sqliteHeader starts every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+// Open opens the store in the file at path, creating it (and its
+// directory) if missing and bringing its schema up to date. opts may be
+// nil.
+func Open(path string, opts *Options) (*DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	d := &DB{
+		path:       abs,
+		opts:       opts.withDefaults(),
+		wake:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+	}
+	if err := d.prepareFile(); err != nil {
+		return nil, err
+	}
+
+	ctx := context.Background()
+	d.write, err = sql.Open("sqlite", d.dsn(false))
+	if err != nil {
+		return nil, d.errf(err, "open")
+	}
+	d.write.SetMaxOpenConns(1)
+	d.write.SetMaxIdleConns(1)
+	w, err := d.openWriter(ctx)
+	if err != nil {
+		d.write.Close()
+		return nil, err
+	}
+
+	d.read, err = sql.Open("sqlite", d.dsn(true))
+	if err == nil {
+		d.read.SetMaxOpenConns(d.opts.ReadConns)
+		d.read.SetMaxIdleConns(d.opts.ReadConns)
+		d.replay, err = d.read.PrepareContext(ctx, `SELECT seq, kind, server, channel, state, source, message_id, acknowledgment, at FROM log ORDER BY seq`)
+	}
+	if err == nil {
+		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at FROM inbox WHERE seq > ? ORDER BY seq`)
+	}
+	if err != nil {
+		err = d.openErr(err, "open the read connections")
+		w.close()
+		d.write.Close()
+		if d.read != nil {
+			d.closeReads()
+		}
+		return nil, err
+	}
+
+	go d.run(w)
+	return d, nil
+}
+
+// Path returns the absolute path of the store's file.
+func (d *DB) Path() string { return d.path }
+
+// prepareFile creates the directory and the file if missing, with the
+// modes the package doc gives, and refuses a file that is not empty and
+// does not start with SQLite's header: SQLite would say only "file is not
+// a database" on the first query.
+func (d *DB) prepareFile() error {
+	if err := os.MkdirAll(filepath.Dir(d.path), 0o700); err != nil {
+		return fmt.Errorf("store %s: create its directory: %w", d.path, err)
+	}
+	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", d.path, err)
+	}
+	defer f.Close()
+	var hdr [len(sqliteHeader)]byte
+	n, err := io.ReadFull(f, hdr[:])
+	switch {
+	case n == 0 && (err == io.EOF || err == nil):
+		return nil // new or empty: SQLite makes it a database
+	case err != nil && err != io.ErrUnexpectedEOF:
+		return fmt.Errorf("store %s: read its header: %w", d.path, err)
+	case string(hdr[:n]) != sqliteHeader:
+		return fmt.Errorf("store %s: the file is not a SQLite database", d.path)
+	}
+	return nil
+}
+
+// dsn is the driver's name for the file: a file: URI (so that no
+// character of the path is taken for a parameter) with the pragmas every
+// connection gets. Read connections are query_only as well.
+func (d *DB) dsn(readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", d.opts.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if readOnly {
+		q.Set("_query_only", "1")
+	}
+	p := filepath.ToSlash(d.path)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows volume: file:///C:/...
+	}
+	u := url.URL{Scheme: "file", Path: p, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Replay implements store.Store. It reads a snapshot: records appended
+// while it runs are not in it.
+func (d *DB) Replay(ctx context.Context, fn func(store.Record) error) error {
+	if err := d.readable(ctx, "replay the log"); err != nil {
+		return err
+	}
+	rows, err := d.replay.QueryContext(ctx)
+	if err != nil {
+		return d.readErr(ctx, err, "replay the log")
+	}
+	defer rows.Close()
+	var (
+		rec         store.Record
+		kind, state string
+		at          sql.NullInt64
+	)
+	for rows.Next() {
+		if err := rows.Scan(&rec.Seq, &kind, &rec.Server, &rec.Channel, &state, &rec.Source, &rec.MessageID, &rec.Acknowledgment, &at); err != nil {
+			return d.readErr(ctx, err, "replay the log: record after seq %d", rec.Seq)
+		}
+		rec.Kind, rec.State, rec.At = store.Kind(kind), store.State(state), fromNanos(at)
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return d.readErr(ctx, err, "replay the log after seq %d", rec.Seq)
+	}
+	return nil
+}
+
+// Messages implements store.Store. It reads a snapshot: messages added
+// while it runs are not in it.
+func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) error) error {
+	if err := d.readable(ctx, "read the inbox"); err != nil {
+		return err
+	}
+	rows, err := d.messages.QueryContext(ctx, after)
+	if err != nil {
+		return d.readErr(ctx, err, "read the inbox after seq %d", after)
+	}
+	defer rows.Close()
+	var (
+		msg store.Message
+		at  sql.NullInt64
+	)
+	for rows.Next() {
+		var body []byte // fresh per message: fn may keep it
+		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at); err != nil {
+			return d.readErr(ctx, err, "read the inbox: message after seq %d", msg.Seq)
+		}
+		msg.Body, msg.At = body, fromNanos(at)
+		if err := fn(msg); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return d.readErr(ctx, err, "read the inbox after seq %d", msg.Seq)
+	}
+	return nil
+}
+
+func (d *DB) readable(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return fmt.Errorf("store %s: %s: %w", d.path, what, store.ErrClosed)
+	}
+	return nil
+}
+
+// readErr words a read's failure: the caller's ctx ending is returned as
+// is, a close that raced with the read as store.ErrClosed.
+func (d *DB) readErr(ctx context.Context, err error, format string, args ...any) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		// The read pool closing under the read is the likeliest cause.
+		err = store.ErrClosed
+	}
+	return d.errf(err, format, args...)
+}
+
+// Close implements store.Store: it stops taking calls, lets the writer
+// commit every call already queued, then closes the file. It is
+// idempotent; a later call returns nil.
+func (d *DB) Close() error {
+	first := false
+	d.closeOnce.Do(func() {
+		first = true
+		d.mu.Lock()
+		d.closed = true
+		d.mu.Unlock()
+		d.signal()
+		<-d.writerDone
+		errW := d.write.Close()
+		errR := d.closeReads()
+		if err := errors.Join(errW, errR); err != nil {
+			d.closeErr = d.errf(err, "close")
+		}
+	})
+	if !first {
+		return nil
+	}
+	return d.closeErr
+}
+
+func (d *DB) closeReads() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{d.replay, d.messages} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	errs = append(errs, d.read.Close())
+	return errors.Join(errs...)
+}
+
+// errf wraps err with the file and what failed: "store PATH: WHAT: ERR".
+func (d *DB) errf(err error, format string, args ...any) error {
+	return fmt.Errorf("store %s: %s: %w", d.path, fmt.Sprintf(format, args...), err)
+}
+
+// openErr is errf, saying so when SQLite found the file is not a database
+// (the header check in prepareFile catches most, not a corrupt header).
+func (d *DB) openErr(err error, format string, args ...any) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+		return fmt.Errorf("store %s: the file is not a SQLite database: %w", d.path, err)
+	}
+	return d.errf(err, format, args...)
+}
+
+// nanos is how At is kept: Unix nanoseconds, NULL for the zero time.
+func nanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// keepable reports whether t survives nanos: the zero time, or a time
+// whose Unix nanoseconds fit an int64 (the years 1678 to 2262).
+func keepable(t time.Time) bool {
+	return t.IsZero() || time.Unix(0, t.UnixNano()).Equal(t)
+}
+
+// plural is "1 record", "3 records".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,403 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// A call is one Append or AddMessages waiting for the writer.
+type call struct {
+	ctx   context.Context
+	inbox bool // AddMessages: msgs; else Append: recs
+	recs  []store.Record
+	msgs  []store.Message
+	size  int // bytes of strings and bodies, for Options.MaxBatchBytes
+
+	// state is queued until the writer takes the call (taken) or its
+	// caller gives up on it first (abandoned); whichever swaps it first
+	// decides.
+	state atomic.Int32
+	done  chan struct{} // closed by finish
+
+	// Set by the writer before finish: the Seq of each record or message
+	// (0 for a message not added), and the call's outcome.
+	seqs []int64
+	err  error
+}
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+func (c *call) what() string {
+	if c.inbox {
+		return "add " + plural(len(c.msgs), "message")
+	}
+	return "append " + plural(len(c.recs), "record")
+}
+
+func (c *call) finish(err error) {
+	c.err = err
+	close(c.done)
+}
+
+// Append implements store.Store. A record that fails store.Record.Validate,
+// or whose At this store cannot keep (see the package doc), fails the call
+// before it is queued, with an error wrapping store.ErrInvalid.
+func (d *DB) Append(ctx context.Context, recs ...store.Record) ([]store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &call{ctx: ctx, recs: recs}
+	for i := range recs {
+		r := &recs[i]
+		err := r.Validate()
+		if err == nil && !keepable(r.At) {
+			err = fmt.Errorf("%w: At %v is outside the years 1678 to 2262 that this store keeps", store.ErrInvalid, r.At)
+		}
+		if err != nil {
+			return nil, d.errf(err, "%s: record %d", c.what(), i+1)
+		}
+		c.size += 64 + len(r.Kind) + len(r.Server) + len(r.Channel) + len(r.State) + len(r.Source) + len(r.MessageID) + len(r.Acknowledgment)
+	}
+	if err := d.do(c); err != nil {
+		return nil, err
+	}
+	out := make([]store.Record, len(recs))
+	for i := range recs {
+		out[i] = recs[i]
+		out[i].Seq = c.seqs[i]
+	}
+	return out, nil
+}
+
+// AddMessages implements store.Store. A message whose At this store cannot
+// keep (see the package doc) fails the call before it is queued.
+func (d *DB) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &call{ctx: ctx, inbox: true, msgs: msgs}
+	for i := range msgs {
+		m := &msgs[i]
+		if !keepable(m.At) {
+			return nil, fmt.Errorf("store %s: %s: message %d: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, m.At)
+		}
+		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Body)
+	}
+	if err := d.do(c); err != nil {
+		return nil, err
+	}
+	added := make([]bool, len(msgs))
+	for i, seq := range c.seqs {
+		if seq != 0 {
+			added[i] = true
+			msgs[i].Seq = seq
+		}
+	}
+	return added, nil
+}
+
+// do queues c for the writer and waits for its outcome, or for c.ctx to
+// end before the writer takes it. A call with nothing to write is not
+// queued.
+func (d *DB) do(c *call) error {
+	d.mu.Lock()
+	switch {
+	case d.closed:
+		d.mu.Unlock()
+		return fmt.Errorf("store %s: %s: %w", d.path, c.what(), store.ErrClosed)
+	case d.broken != nil:
+		d.mu.Unlock()
+		return d.brokenErr(c, d.broken)
+	case len(c.recs) == 0 && len(c.msgs) == 0:
+		d.mu.Unlock()
+		return nil
+	}
+	c.done = make(chan struct{})
+	d.queue = append(d.queue, c)
+	d.mu.Unlock()
+	d.signal()
+
+	select {
+	case <-c.done:
+		return c.err
+	case <-c.ctx.Done():
+		if c.state.CompareAndSwap(queued, abandoned) {
+			return c.ctx.Err()
+		}
+		<-c.done // taken: it runs to its commit
+		return c.err
+	}
+}
+
+func (d *DB) brokenErr(c *call, cause error) error {
+	return fmt.Errorf("store %s: %s: refused: an earlier commit failed and left the file in doubt (reopen the store): %w", d.path, c.what(), cause)
+}
+
+// signal wakes the writer.
+func (d *DB) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for queued calls and takes the next batch of them; false once
+// the DB is closed and nothing is left.
+func (d *DB) next() ([]*call, bool) {
+	for {
+		d.mu.Lock()
+		if len(d.queue) > 0 {
+			n, size := 0, 0
+			for n < len(d.queue) && n < d.opts.MaxBatchCalls {
+				if n > 0 && size+d.queue[n].size > d.opts.MaxBatchBytes {
+					break
+				}
+				size += d.queue[n].size
+				n++
+			}
+			batch := d.queue[:n:n]
+			if n == len(d.queue) {
+				d.queue = nil
+			} else {
+				// A fresh array, so the taken calls are not kept alive by
+				// the queue's.
+				d.queue = append([]*call(nil), d.queue[n:]...)
+			}
+			d.mu.Unlock()
+			return batch, true
+		}
+		if d.closed {
+			d.mu.Unlock()
+			return nil, false
+		}
+		d.mu.Unlock()
+		<-d.wake
+	}
+}
+
+// writer is the write connection and its statements, used by the writer
+// goroutine (run) alone.
+type writer struct {
+	conn                                                    *sql.Conn
+	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
+	insLog, insMsg                                          *sql.Stmt
+}
+
+// openWriter pins the write connection, migrates the schema and prepares
+// the writer's statements.
+func (d *DB) openWriter(ctx context.Context) (*writer, error) {
+	conn, err := d.write.Conn(ctx)
+	if err != nil {
+		return nil, d.openErr(err, "open")
+	}
+	w := &writer{conn: conn}
+	if err := d.migrate(ctx, conn); err != nil {
+		w.close()
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+			return nil, fmt.Errorf("store %s: the file is not a SQLite database: %w", d.path, se)
+		}
+		return nil, err
+	}
+	for _, s := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&w.begin, "BEGIN IMMEDIATE"},
+		{&w.commit, "COMMIT"},
+		{&w.rollback, "ROLLBACK"},
+		{&w.savepoint, "SAVEPOINT call"},
+		{&w.release, "RELEASE call"},
+		{&w.rollbackTo, "ROLLBACK TO call"},
+		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+	} {
+		if *s.stmt, err = conn.PrepareContext(ctx, s.sql); err != nil {
+			w.close()
+			return nil, d.errf(err, "prepare %q", s.sql)
+		}
+	}
+	return w, nil
+}
+
+func (w *writer) close() {
+	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.insLog, w.insMsg} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	w.conn.Close()
+}
+
+// run is the writer goroutine: it commits batch after batch until the DB
+// is closed and the queue empty, then releases the write connection.
+func (d *DB) run(w *writer) {
+	defer close(d.writerDone)
+	defer w.close()
+	for {
+		batch, ok := d.next()
+		if !ok {
+			return
+		}
+		d.commitBatch(w, batch)
+	}
+}
+
+// commitBatch writes batch in one transaction and finishes every call of
+// it. With more than one call, each is inside a savepoint, so that a call
+// that fails is rolled back alone.
+func (d *DB) commitBatch(w *writer, batch []*call) {
+	live := batch[:0]
+	for _, c := range batch {
+		if !c.state.CompareAndSwap(queued, taken) {
+			continue // its caller gave up on it
+		}
+		if err := c.ctx.Err(); err != nil {
+			c.finish(err)
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	d.mu.Lock()
+	broken := d.broken
+	d.mu.Unlock()
+	if broken != nil {
+		for _, c := range live {
+			c.finish(d.brokenErr(c, broken))
+		}
+		return
+	}
+
+	d.batches.Add(1)
+	ctx := context.Background() // taken calls run to their commit
+	group := ""
+	if len(live) > 1 {
+		group = fmt.Sprintf(" (a group commit of %d calls)", len(live))
+	}
+	failAll := func(calls []*call, err error, format string) {
+		_, _ = w.rollback.ExecContext(ctx) // may have ended already; err says why
+		for _, c := range calls {
+			c.finish(d.errf(err, format, c.what(), group))
+		}
+	}
+	if _, err := w.begin.ExecContext(ctx); err != nil {
+		failAll(live, err, "%s: begin the transaction%s")
+		return
+	}
+	if len(live) == 1 {
+		c := live[0]
+		if err := w.write(ctx, c); err != nil {
+			failAll(live, err, "%s%s")
+			return
+		}
+	} else {
+		pending := make([]*call, 0, len(live))
+		for i, c := range live {
+			if _, err := w.savepoint.ExecContext(ctx); err != nil {
+				failAll(append(pending, live[i:]...), err, "%s: open its savepoint%s")
+				return
+			}
+			if err := w.write(ctx, c); err != nil {
+				// Undo this call alone. If SQLite has already rolled the
+				// whole transaction back (it does on some errors), the
+				// savepoint is gone and so is everyone's work.
+				_, e1 := w.rollbackTo.ExecContext(ctx)
+				_, e2 := w.release.ExecContext(ctx)
+				if e := errors.Join(e1, e2); e != nil {
+					c.finish(d.errf(err, "%s", c.what()))
+					failAll(append(pending, live[i+1:]...), fmt.Errorf("another call of the group failed (%v), and undoing it alone failed: %w", err, e), "%s%s")
+					return
+				}
+				c.finish(d.errf(err, "%s", c.what()))
+				continue
+			}
+			if _, err := w.release.ExecContext(ctx); err != nil {
+				failAll(append(pending, live[i:]...), err, "%s: release its savepoint%s")
+				return
+			}
+			pending = append(pending, c)
+		}
+		if len(pending) == 0 {
+			_, _ = w.rollback.ExecContext(ctx)
+			return
+		}
+		live = pending
+	}
+	if _, err := w.commit.ExecContext(ctx); err != nil {
+		if !cleanFailure(err) {
+			d.mu.Lock()
+			d.broken = err
+			d.mu.Unlock()
+		}
+		failAll(live, err, "%s: commit%s")
+		return
+	}
+	for _, c := range live {
+		c.finish(nil)
+	}
+}
+
+// cleanFailure reports whether a failed COMMIT surely wrote nothing: a
+// deferred constraint, or a lock, which leave the transaction open for the
+// ROLLBACK that follows. Any other failure (I/O, a full disk, a closed
+// connection) may have written the batch.
+func cleanFailure(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// write inserts c's records or messages, setting c.seqs.
+func (w *writer) write(ctx context.Context, c *call) error {
+	if !c.inbox {
+		c.seqs = make([]int64, len(c.recs))
+		for i := range c.recs {
+			r := &c.recs[i]
+			res, err := w.insLog.ExecContext(ctx, string(r.Kind), r.Server, r.Channel, string(r.State), r.Source, r.MessageID, r.Acknowledgment, nanos(r.At))
+			if err == nil {
+				c.seqs[i], err = res.LastInsertId()
+			}
+			if err != nil {
+				return fmt.Errorf("record %d: %w", i+1, err)
+			}
+		}
+		return nil
+	}
+	c.seqs = make([]int64, len(c.msgs))
+	for i := range c.msgs {
+		m := &c.msgs[i]
+		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At))
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err == nil && n == 1 {
+			c.seqs[i], err = res.LastInsertId()
+		}
+		if err != nil {
+			return fmt.Errorf("message %d: %w", i+1, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+// Package store is the host's durable state: the append-only log of
+// channel decisions and lifecycle events, and the inbox of channel messages
+// a server delivered and this host acknowledged (DESIGN.md, principle 2:
+// durable before visible).
+//
+// The interface is small on purpose, so that store/sqlite (the embedded
+// default) and a PostgreSQL backend for several hosts implement the same
+// contract:
+//
+//   - Append writes its records all or none, synced, before it returns:
+//     a record Append returned without error survives a crash of the
+//     process, and one it failed is not in the log. A call with a record
+//     that fails Record.Validate is refused whole.
+//   - Replay yields every record in log order (Seq increasing), so folding
+//     it rebuilds the state the appends built.
+//   - AddMessages adds inbox messages all or none, synced, deduplicated by
+//     server, channel and message id: a message already there keeps its
+//     first copy and is reported as not added.
+//
+// A backend batches concurrent writers into one transaction where it can
+// (group commit), so a burst costs a few syncs, not one a write, but each
+// call succeeds or fails on its own.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is a channel decision's state.
+type State string
+
+// Decision states.
+const (
+	Open   State = "open"
+	Closed State = "closed"
+)
+
+// Kind says what a log record is.
+type Kind string
+
+// Record kinds.
+const (
+	// KindDecision records a channel decision: State and Source.
+	KindDecision Kind = "decision"
+	// KindDeclined records that the agent declined an invitation to a
+	// channel (channel_decline): MessageID and Acknowledgment. The
+	// decision it makes (closed/invitation-declined) is a KindDecision
+	// record of its own.
+	KindDeclined Kind = "invitation-declined"
+)
+
+// Record is one entry of the channel lifecycle log.
+type Record struct {
+	// Seq is the record's place in the log, set by Append: it increases
+	// with every record appended and is never reused.
+	Seq     int64
+	Kind    Kind
+	Server  string
+	Channel string
+	// State and Source are a decision's.
+	State  State
+	Source string
+	// MessageID and Acknowledgment are a decline's: the invitation's
+	// message, and the acknowledgment sent for it ("" for none).
+	MessageID      string
+	Acknowledgment string
+	// At is when the record was made (the caller's clock); backends keep
+	// it to the millisecond at least.
+	At time.Time
+}
+
+// Message is one inbound channel message in the inbox.
+type Message struct {
+	// Seq is the message's place in the inbox, set by AddMessages.
+	Seq       int64
+	Server    string
+	Channel   string
+	MessageID string
+	ThreadID  string
+	// Body is the message as the server sent it (one element of
+	// channels/incoming's messages).
+	Body json.RawMessage
+	// At is when this host accepted it.
+	At time.Time
+}
+
+// Store is durable host state. Its methods are safe for concurrent use.
+type Store interface {
+	// Append writes recs, in order, all or none, and returns them with
+	// Seq set. It returns only once they are durable.
+	Append(ctx context.Context, recs ...Record) ([]Record, error)
+	// Replay calls fn with every record of the log, in Seq order. An
+	// error from fn stops it and is returned.
+	Replay(ctx context.Context, fn func(Record) error) error
+	// AddMessages adds msgs to the inbox, all or none, and reports for
+	// each whether it was added (false: a message with the same server,
+	// channel and message id was already there, or came earlier in msgs).
+	// Added messages have Seq set in msgs. It returns only once they are
+	// durable.
+	AddMessages(ctx context.Context, msgs []Message) (added []bool, err error)
+	// Messages calls fn with every inbox message whose Seq is above after,
+	// in Seq order. An error from fn stops it and is returned.
+	Messages(ctx context.Context, after int64, fn func(Message) error) error
+	// Close releases the store; its other methods then fail with
+	// ErrClosed.
+	Close() error
+}
+
+// ErrClosed is returned by a closed store's methods.
+var ErrClosed = errors.New("store: closed")
+
+// ErrInvalid is wrapped by the error of an Append refused because a record
+// is not one the log can hold (see Record.Validate); nothing of that call
+// is written.
+var ErrInvalid = errors.New("invalid record")
+
+// Validate reports whether r is a record the log can hold: its Kind is
+// KindDecision or KindDeclined, and its State is Open, Closed or empty.
+// Every backend refuses, all or none, an Append with a record that fails
+// it; the error wraps ErrInvalid. A backend may refuse more (store/sqlite
+// refuses an At it cannot keep to the nanosecond), also wrapping
+// ErrInvalid.
+func (r Record) Validate() error {
+	switch r.Kind {
+	case KindDecision, KindDeclined:
+	default:
+		return fmt.Errorf("%w: unknown kind %q", ErrInvalid, r.Kind)
+	}
+	switch r.State {
+	case Open, Closed, "":
+	default:
+		return fmt.Errorf("%w: unknown state %q", ErrInvalid, r.State)
+	}
+	return nil
+}
