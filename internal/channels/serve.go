@@ -1,0 +1,110 @@
+package channels
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// Serve answers a server's inbound channel method, admitted by the
+// session against the grant current at receipt: channels/register,
+// channels/changed, channels/list and channels/incoming. A registration is
+// answered, then its lifecycle work starts. handled is false for any other
+// method.
+func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) (res any, err error, handled bool) {
+	switch req.Method {
+	case protocol.MethodChannelsRegister:
+		var p struct {
+			Channels []json.RawMessage `json:"channels"`
+		}
+		if err := json.Unmarshal(orEmpty(req.Params), &p); err != nil {
+			return nil, invalidParams(req.Method, "params must be an object with a channels array"), true
+		}
+		descs, pre := decodeDescriptors(p.Channels)
+		results, accepted := r.add(server, descs, pre)
+		return r.answerThenStart(req, protocol.ChannelResults{Results: results}, r.reconcile(server, accepted)), nil, true
+	case protocol.MethodChannelsChanged:
+		var p struct {
+			Added   []json.RawMessage `json:"added"`
+			Removed []json.RawMessage `json:"removed"`
+			Updated []json.RawMessage `json:"updated"`
+		}
+		if err := json.Unmarshal(orEmpty(req.Params), &p); err != nil {
+			return nil, invalidParams(req.Method, "params must be an object with added, removed and updated arrays"), true
+		}
+		ch := changes{removed: make([]string, len(p.Removed)), removedBad: make([]string, len(p.Removed))}
+		for i, raw := range p.Removed {
+			if json.Unmarshal(raw, &ch.removed[i]) != nil || ch.removed[i] == "" {
+				ch.removedBad[i] = "invalid channel id: removed takes channel id strings"
+			}
+		}
+		ch.added, ch.addedBad = decodeDescriptors(p.Added)
+		ch.updated, ch.updatedBad = decodeDescriptors(p.Updated)
+		results, start := r.changed(server, ch, req.IsNotification())
+		return r.answerThenStart(req, results, start), nil, true
+	case protocol.MethodChannelsList:
+		return r.ServerList(server), nil, true
+	case protocol.MethodChannelsIncoming:
+		var p struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal(orEmpty(req.Params), &p); err != nil {
+			return nil, invalidParams(req.Method, "params must be an object with a messages array"), true
+		}
+		if req.IsNotification() {
+			// Nothing could tell the server which were kept: a
+			// notification is refused whole, with a log line.
+			r.log.Warn("channels/incoming sent as a notification: dropped, since acceptance can't be reported", "server", server, "messages", len(p.Messages))
+			return nil, nil, true
+		}
+		res, err := r.Incoming(ctx, server, p.Messages)
+		if err != nil {
+			return nil, err, true
+		}
+		return res, nil, true
+	}
+	return nil, nil, false
+}
+
+// answerThenStart sends a request's answer, then starts the lifecycle work
+// it made; a notification's work starts at once.
+func (r *Registry) answerThenStart(req *wire.Request, results protocol.ChannelResults, start func()) any {
+	if req.IsNotification() {
+		start()
+		return nil
+	}
+	req.Defer()(results, nil)
+	start()
+	return nil
+}
+
+// decodeDescriptors decodes each descriptor on its own: one that does not
+// decode is refused with a reason, the others go on.
+func decodeDescriptors(raws []json.RawMessage) ([]protocol.ChannelDescriptor, []string) {
+	descs := make([]protocol.ChannelDescriptor, len(raws))
+	pre := make([]string, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &descs[i]); err != nil {
+			var id struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(raw, &id)
+			descs[i] = protocol.ChannelDescriptor{ID: id.ID}
+			pre[i] = "invalid descriptor: a field has the wrong type"
+		}
+	}
+	return descs, pre
+}
+
+func orEmpty(p json.RawMessage) json.RawMessage {
+	if len(p) == 0 || string(p) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return p
+}
+
+func invalidParams(method, what string) *protocol.Error {
+	return &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: " + method + ": " + what}
+}
