@@ -23,10 +23,11 @@ const (
 	ChannelRequestTimeout = 60 * time.Second
 )
 
-// DefaultSendTools are the send tools of a server whose file does not give
-// channels.sendTools (Channels.SendTools nil). WithDefaults copies it, so a
-// server's list never shares its array.
-var DefaultSendTools = []string{"send_message", "reply_message", "send_dm", "send_file"}
+// DefaultSendTools returns the send tools of a server whose file does not
+// give channels.sendTools (Channels.SendTools nil): a new slice each call.
+func DefaultSendTools() []string {
+	return []string{"send_message", "reply_message", "send_dm", "send_file"}
+}
 
 // Config is one configuration file, with defaults applied and relative
 // paths resolved.
@@ -99,7 +100,7 @@ type Channels struct {
 	// SendTools names, bare, the server's tools that post into a channel:
 	// a successful call of one into a closed channel opens that channel
 	// (source opened-by-reply). Nil means not given, which WithDefaults
-	// makes a copy of DefaultSendTools; empty (the file's sendTools: [])
+	// makes DefaultSendTools(); empty (the file's sendTools: [])
 	// means none.
 	SendTools []string
 }
@@ -175,7 +176,7 @@ func Parse(data []byte, name, dir string) (*Config, error) {
 // defaults to ID; RequestTimeout 0 to DefaultRequestTimeout; Reconnect's
 // Initial and Max of 0 to DefaultReconnectInitial and DefaultReconnectMax;
 // an empty subscription mode to SubscriptionManual; nil Channels.SendTools
-// to a copy of DefaultSendTools (an empty, non-nil list stays empty).
+// to DefaultSendTools() (an empty, non-nil list stays empty).
 func (s Server) WithDefaults() Server {
 	if s.ToolPrefix == "" {
 		s.ToolPrefix = s.ID
@@ -193,7 +194,7 @@ func (s Server) WithDefaults() Server {
 		s.Channels.Subscription.Mode = SubscriptionManual
 	}
 	if s.Channels.SendTools == nil {
-		s.Channels.SendTools = slices.Clone(DefaultSendTools)
+		s.Channels.SendTools = DefaultSendTools()
 	}
 	return s
 }

@@ -202,7 +202,7 @@ func TestSendTools(t *testing.T) {
 		err  string
 	}{
 		{src: "", want: []string{"send_message", "reply_message", "send_dm", "send_file"}},
-		{src: "    channels: {subscription: auto}\n", want: config.DefaultSendTools},
+		{src: "    channels: {subscription: auto}\n", want: config.DefaultSendTools()},
 		{src: "    channels: {sendTools: [post, reply_in_thread]}\n", want: []string{"post", "reply_in_thread"}},
 		{src: "    channels:\n      subscription: manual\n      sendTools:\n        - post\n        - 7\n", want: []string{"post", "7"}},
 		{src: "    channels: {sendTools: []}\n", want: []string{}},
@@ -238,8 +238,8 @@ func TestSendTools(t *testing.T) {
 // DefaultSendTools and keeps any other list, even an empty one.
 func TestSendToolsDefaults(t *testing.T) {
 	want := []string{"send_message", "reply_message", "send_dm", "send_file"}
-	if !slices.Equal(config.DefaultSendTools, want) {
-		t.Fatalf("DefaultSendTools = %q, want %q", config.DefaultSendTools, want)
+	if !slices.Equal(config.DefaultSendTools(), want) {
+		t.Fatalf("DefaultSendTools = %q, want %q", config.DefaultSendTools(), want)
 	}
 	a := config.Server{ID: "a"}.WithDefaults()
 	b := config.Server{ID: "b"}.WithDefaults()
@@ -247,8 +247,8 @@ func TestSendToolsDefaults(t *testing.T) {
 		t.Fatalf("SendTools = %#v, want the defaults", a.Channels.SendTools)
 	}
 	a.Channels.SendTools[0] = "changed"
-	if config.DefaultSendTools[0] != "send_message" || b.Channels.SendTools[0] != "send_message" {
-		t.Errorf("changing one server's SendTools changed DefaultSendTools (%q) or another server's (%q)", config.DefaultSendTools, b.Channels.SendTools)
+	if config.DefaultSendTools()[0] != "send_message" || b.Channels.SendTools[0] != "send_message" {
+		t.Errorf("changing one server's SendTools changed DefaultSendTools (%q) or another server's (%q)", config.DefaultSendTools(), b.Channels.SendTools)
 	}
 	if got := a.WithDefaults().Channels.SendTools; !slices.Equal(got, a.Channels.SendTools) {
 		t.Errorf("WithDefaults twice: SendTools %q, want %q kept", got, a.Channels.SendTools)

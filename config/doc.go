@@ -87,7 +87,7 @@
 //     channel, by bare name: a successful call of one into a closed
 //     channel opens that channel (source opened-by-reply). Names match
 //     exactly, so * is refused rather than never matching. Absent (nil)
-//     means DefaultSendTools, which WithDefaults copies in; [] means none,
+//     means DefaultSendTools(), which WithDefaults fills in; [] means none,
 //     and stays an empty, non-nil list, as with enable lists.
 //   - Relative paths are relative to the config file's directory: store
 //     (default ./data/host.db) is made absolute against it, and a command

@@ -1,12 +1,15 @@
 package host
 
 import (
+	"context"
 	"slices"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // The host's mapping of a server's configuration (data, package config)
@@ -39,10 +42,33 @@ func command(s config.Server) transport.Command {
 	return transport.Command{Argv: slices.Clone(s.Argv), Env: env, InheritEnv: s.InheritEnv, Dir: s.Dir}
 }
 
-// implemented is what this host implements for every server: tools, until
-// the channel and agent layers wire their consumers (a grant is a promise,
-// SPEC §5.4).
-func implemented() []string { return session.DefaultImplemented() }
+// implemented is what this host implements for every server: each path
+// has its consumer wired (a grant is a promise, SPEC §5.4): tools, and the
+// channel capabilities package channels serves. pushEvents,
+// channels.streaming, channels.acknowledge, channels.typing and the
+// inference paths wait for theirs.
+func implemented() []string {
+	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish"}
+}
+
+// channelConfig is the server's channel settings as the registry takes
+// them.
+func channelConfig(s config.Server) channels.ServerConfig {
+	return channels.ServerConfig{
+		Admits:    s.Channels.Subscription.Admits,
+		SendTools: s.Channels.SendTools,
+		Timeout:   s.TimeoutFor(protocol.MethodChannelsOpen),
+	}
+}
+
+// sessionConn is a session as the channel registry calls it.
+type sessionConn struct{ s *session.Session }
+
+func (c sessionConn) Call(ctx context.Context, method string, params, result any) error {
+	return c.s.Call(ctx, method, params, result)
+}
+
+func (c sessionConn) Has(capability string) bool { return c.s.Grant().Has(capability) }
 
 // toolsAllowed reports whether host policy lets the server's tools be
 // listed and called: the "tools" path, which a Disable pattern or an

@@ -21,16 +21,23 @@ const adEverything = `{"version":"0.5","pushEvents":true,"channels":true,"infere
 	`"tools.only":{"description":"tools","uses":["tools"]}}}`
 
 // privilegedMethods are every privileged method a server sends the host,
-// with the capability each needs.
-var privilegedMethods = []struct{ method, capability string }{
-	{protocol.MethodPushEvent, "pushEvents"},
-	{protocol.MethodChannelsRegister, "channels.register"},
-	{protocol.MethodChannelsChanged, "channels.register"},
-	{protocol.MethodChannelsList, "channels.register"},
-	{protocol.MethodChannelsIncoming, "channels.incoming"},
-	{protocol.MethodInferenceRequest, "inferenceRequest"},
-	{protocol.MethodModelInfo, "modelInfo"},
+// with the capability each needs, and whether this host serves it.
+var privilegedMethods = []struct {
+	method, capability string
+	served             bool
+}{
+	{protocol.MethodPushEvent, "pushEvents", false},
+	{protocol.MethodChannelsRegister, "channels.register", true},
+	{protocol.MethodChannelsChanged, "channels.register", true},
+	{protocol.MethodChannelsList, "channels.register", true},
+	{protocol.MethodChannelsIncoming, "channels.incoming", true},
+	{protocol.MethodInferenceRequest, "inferenceRequest", false},
+	{protocol.MethodModelInfo, "modelInfo", false},
 }
+
+// served is what this host grants a server that advertises everything:
+// tools, and the channel paths its channel layer consumes.
+var served = []string{"channels.incoming", "channels.lifecycle", "channels.publish", "channels.register", "tools"}
 
 // serverReport is what the test server's policy tool reports.
 type serverReport struct {
@@ -45,13 +52,14 @@ type serverReport struct {
 	} `json:"early"`
 }
 
-// TestGrantOnlyWhatIsServed: the host grants only what it serves, tools
-// until the channel and agent layers wire their consumers. Through
-// host.Host and the real test server advertising everything: what the host
-// advertises, the policy it sends, and the answer to every privileged
-// method (sent before the policy and after it, as a request and as a
-// notification): each request is refused with -32002 saying this host does
-// not implement it, at once, never held and never answered as if it were
+// TestGrantOnlyWhatIsServed: the host grants only what it serves: tools
+// and the channel paths the channel layer consumes, until the agent layer
+// wires the rest. Through host.Host and the real test server advertising
+// everything: what the host advertises, the policy it sends, and the
+// answer to every privileged method (sent before the policy and after it,
+// as a request and as a notification): a served one is answered; each
+// other request is refused with -32002 saying this host does not
+// implement it, at once, never held and never answered as if it were
 // honoured.
 func TestGrantOnlyWhatIsServed(t *testing.T) {
 	h, rec := newHost(t)
@@ -63,12 +71,12 @@ func TestGrantOnlyWhatIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := h.Server("chat")
-	if st.Policy != grant.OutcomeAccepted || !slices.Equal(st.Grant.Effective, []string{"tools"}) {
-		t.Fatalf("policy %s, grant %v; want accepted, tools alone", st.Policy, st.Grant.Effective)
+	if st.Policy != grant.OutcomeAccepted || !slices.Equal(st.Grant.Effective, served) {
+		t.Fatalf("policy %s, grant %v; want accepted, %v", st.Policy, st.Grant.Effective, served)
 	}
 	notImpl := st.Grant.DeniedFor(grant.DenialNotImplemented)
-	if len(notImpl) != len(st.Advertisement.Capabilities)-1 || len(st.Grant.DeniedPaths()) != len(notImpl) {
-		t.Errorf("denied %v, want every advertised path but tools, as not implemented", st.Grant.Denied)
+	if len(notImpl) != len(st.Advertisement.Capabilities)-len(served) || len(st.Grant.DeniedPaths()) != len(notImpl) {
+		t.Errorf("denied %v, want every advertised path but those served, as not implemented", st.Grant.Denied)
 	}
 	if fs, _ := st.Grant.FeatureSet("chat"); fs.State != grant.StateDisabled || fs.Reason != grant.ReasonCapabilityDenied {
 		t.Errorf("chat feature set %+v, want disabled for its denied capabilities", fs)
@@ -85,11 +93,12 @@ func TestGrantOnlyWhatIsServed(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if got := string(rep.Initialize.Capabilities.Experimental["mcpl"]); got != `{"version":"0.5","featureSets":true}` {
-		t.Errorf("the host advertised %s, want MCPL 0.5 with no privileged path", got)
+	want := `{"version":"0.5","channels":{"register":true,"lifecycle":true,"publish":true,"incoming":true},"featureSets":true}`
+	if got := string(rep.Initialize.Capabilities.Experimental["mcpl"]); got != want {
+		t.Errorf("the host advertised %s, want %s", got, want)
 	}
 	if len(rep.Policies) != 1 || !rep.Policies[0].AsRequest ||
-		!slices.Equal(rep.Policies[0].Params.EffectiveCapabilities, []string{"tools"}) ||
+		!slices.Equal(rep.Policies[0].Params.EffectiveCapabilities, served) ||
 		!slices.Equal(rep.Policies[0].Params.DeniedCapabilities, notImpl) ||
 		!slices.Equal(rep.Policies[0].Params.Enabled, []string{"tools.only"}) {
 		t.Errorf("the server received the policy %+v", rep.Policies)
@@ -99,13 +108,29 @@ func TestGrantOnlyWhatIsServed(t *testing.T) {
 	if len(rep.Early) != len(privilegedMethods) {
 		t.Fatalf("%d early answers, want %d", len(rep.Early), len(privilegedMethods))
 	}
+	refused := 0
 	for _, e := range rep.Early {
-		if e.Error == nil || e.Error.Code != protocol.CodeCapabilityDenied || !strings.Contains(e.Error.Message, "is not implemented by this host") {
-			t.Errorf("an early privileged request was answered %s %+v, want -32002, not implemented", e.Result, e.Error)
+		if e.Error != nil {
+			refused++
+			if e.Error.Code != protocol.CodeCapabilityDenied || !strings.Contains(e.Error.Message, "is not implemented by this host") {
+				t.Errorf("an early privileged request was answered %+v, want -32002, not implemented", e.Error)
+			}
 		}
 	}
+	if refused != 3 {
+		t.Errorf("%d early requests refused, want the 3 this host does not serve: %+v", refused, rep.Early)
+	}
 	// Sent after it: the same, as requests; notifications are dropped.
+	notServed := 0
 	for _, m := range privilegedMethods {
+		if m.served {
+			out, err := call(t, h, "chat--send", fmt.Sprintf(`{"method":%q,"params":{"channels":[]}}`, m.method))
+			if err != nil || !strings.HasPrefix(out, `{"result":`) {
+				t.Errorf("%s answered %s %v, want a result", m.method, out, err)
+			}
+			continue
+		}
+		notServed++
 		out, err := call(t, h, "chat--send", fmt.Sprintf(`{"method":%q,"params":{"channels":[]}}`, m.method))
 		if err != nil {
 			t.Fatal(err)
@@ -127,9 +152,9 @@ func TestGrantOnlyWhatIsServed(t *testing.T) {
 	// Every refused method is logged, notifications as discarded: once
 	// per method, each again only counted (lograte), so a flood of them
 	// makes no more lines.
-	waitLog(t, rec, "privileged notification discarded", "chat", len(privilegedMethods))
-	if n := logCount(rec, "privileged request refused", "chat"); n != len(privilegedMethods) {
-		t.Errorf("%d refusals logged, want %d", n, len(privilegedMethods))
+	waitLog(t, rec, "privileged notification discarded", "chat", notServed)
+	if n := logCount(rec, "privileged request refused", "chat"); n != notServed {
+		t.Errorf("%d refusals logged, want %d", n, notServed)
 	}
 }
 
@@ -157,7 +182,7 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 		t.Errorf("grant %v holds tools", st.Grant.Effective)
 	}
 	// A pattern that can do nothing here is said in the log.
-	if err := h.Connect(t.Context(), server(t, "id: n\ncommand: "+ts(t)+"\ncapabilities: {enable: [tools, channels.publish, chanels.*]}")); err != nil {
+	if err := h.Connect(t.Context(), server(t, "id: n\ncommand: "+ts(t)+"\ncapabilities: {enable: [tools, channels.typing, chanels.*]}")); err != nil {
 		t.Fatal(err)
 	}
 	var problems []string
@@ -166,7 +191,7 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 			problems = append(problems, r.Attr("pattern")+"="+r.Attr("problem"))
 		}
 	}
-	if want := []string{"channels.publish=not_implemented", "chanels.*=unknown"}; !slices.Equal(problems, want) {
+	if want := []string{"channels.typing=not_implemented", "chanels.*=unknown"}; !slices.Equal(problems, want) {
 		t.Errorf("pattern notes %v, want %v", problems, want)
 	}
 	wantOK(t, h, "n--echo", `{"text":"hi"}`, "hi")

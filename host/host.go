@@ -25,10 +25,15 @@
 // whose connection ends with no reconnect to come leaves the registry; one
 // that is reconnecting stays, and its calls fail as not sent, saying so.
 //
-// The host grants a server only what it serves: MCP's tools, until the
-// channel and agent layers wire their consumers (docs/admission.md). The
-// JSON-RPC peer, the transports and the per-connection session it is built
-// on are internal (docs/api.md).
+// The host grants a server only what it serves (docs/admission.md): MCP's
+// tools, and the channel capabilities its channel layer consumes
+// (channels.register, channels.incoming, channels.lifecycle,
+// channels.publish). Channel decisions and the inbound-message inbox live
+// in Options.Store, each decision durable before it takes effect; the
+// channel tools (channel_list, channel_open, channel_close,
+// channel_decline, channel_publish) are the host's own, called through
+// CallTool like any other. The JSON-RPC peer, the transports and the
+// per-connection session it is built on are internal (docs/api.md).
 package host
 
 import (
@@ -40,10 +45,12 @@ import (
 	"sync"
 
 	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
 )
 
 // Options tunes a Host.
@@ -53,12 +60,19 @@ type Options struct {
 	// LookupEnv reads environment variables (a server's token); nil means
 	// os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Store keeps channel decisions and the inbound-message inbox across
+	// restarts (store/sqlite opens a file); nil means a store in memory,
+	// which lasts as long as the host. New replays it. The caller closes a
+	// store it gave, after Close.
+	Store store.Store
 }
 
 // Host runs a set of servers.
 type Host struct {
-	log    *slog.Logger
-	lookup func(string) (string, bool)
+	log      *slog.Logger
+	lookup   func(string) (string, bool)
+	channels *channels.Registry
+	ownStore store.Store // a store New made, closed by Close
 
 	mu         sync.Mutex
 	servers    map[string]*server // the registry: handshake done
@@ -93,8 +107,9 @@ type server struct {
 	tools []protocol.Tool // as listed, filtered by the tool policy
 }
 
-// New returns a host with no servers connected.
-func New(opts Options) *Host {
+// New returns a host with no servers connected, its channel decisions
+// replayed from opts.Store. It fails when the store can't be read.
+func New(opts Options) (*Host, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -112,8 +127,27 @@ func New(opts Options) *Host {
 		gone:       map[string]string{},
 		settled:    make(chan struct{}),
 	}
+	st := opts.Store
+	if st == nil {
+		st = store.NewMemory()
+		h.ownStore = st
+	}
+	reg, err := channels.New(channels.Options{
+		Store:    st,
+		Logger:   log,
+		Describe: func(err error) string { return requestFailed("", err).Text },
+		OnNotice: func(n channels.Notice) {
+			// The agent layer renders and routes notices; until it does,
+			// the operator sees them.
+			log.Info("channel notice", "kind", string(n.Kind), "cause", n.Cause, "server", n.Server, "channels", len(n.Channels), "reason", n.Reason)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.channels = reg
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	return h
+	return h, nil
 }
 
 // Start connects every server in cfg, concurrently, and returns at once.
@@ -285,8 +319,11 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Implemented:    implemented(),
 		RequestTimeout: cfg.TimeoutFor(""),
 		Reconnect:      reconnect(cfg),
-		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(srv, req) }),
-		Logger:         h.log,
+		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(ctx, srv, req) }),
+		Bind: func(s *session.Session) {
+			h.channels.AddServer(cfg.ID, sessionConn{s}, channelConfig(cfg))
+		},
+		Logger: h.log,
 		OnConnect: func(s *session.Session) {
 			// Every connection lists the tools: until the server is
 			// registered, connectMarked does; after that, this does. The
@@ -301,6 +338,9 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 			}
 		},
 		OnDisconnect: func(s *session.Session, willReconnect bool) {
+			// The server's registrations end with its connection; after a
+			// reconnect it registers them again. Decisions stay.
+			h.channels.Disconnected(cfg.ID, !willReconnect)
 			if !willReconnect {
 				h.dropIfCurrent(srv)
 			}
@@ -382,6 +422,7 @@ func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) er
 	h.mu.Unlock()
 	old.sess.Close()
 	old.sess.Wait()
+	h.channels.Disconnected(id, true)
 	return h.connectMarked(ctx, cfg)
 }
 
@@ -402,6 +443,7 @@ func (h *Host) Disconnect(id string) error {
 	h.mu.Unlock()
 	srv.sess.Close()
 	srv.sess.Wait()
+	h.channels.Disconnected(id, true)
 	return nil
 }
 
@@ -418,6 +460,9 @@ func (h *Host) Close() error {
 	}
 	h.servers = map[string]*server{}
 	h.mu.Unlock()
+	// Lifecycle work in flight finishes first (it needs the sessions),
+	// within channels.DrainTimeout.
+	h.channels.Close()
 	h.cancel()
 	// A connect that ends now finds the host closed and closes its own
 	// session.
@@ -433,6 +478,9 @@ func (h *Host) Close() error {
 	}
 	wg.Wait()
 	h.bg.Wait()
+	if h.ownStore != nil {
+		return h.ownStore.Close()
+	}
 	return nil
 }
 
@@ -452,8 +500,13 @@ func (h *Host) goBackground(f func()) bool {
 	return true
 }
 
-// serveInbound answers what a server sends that the session passes on.
-func (h *Host) serveInbound(srv *server, req *wire.Request) (any, error) {
+// serveInbound answers what a server sends that the session passes on:
+// its channel methods (the session admitted them against the grant current
+// at receipt) and tools/list_changed.
+func (h *Host) serveInbound(ctx context.Context, srv *server, req *wire.Request) (any, error) {
+	if res, err, ok := h.channels.Serve(ctx, srv.cfg.ID, req); ok {
+		return res, err
+	}
 	if req.Method == protocol.MethodToolsListChanged {
 		h.mu.Lock()
 		sess := srv.sess

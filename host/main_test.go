@@ -86,7 +86,10 @@ func ts(t testing.TB, flags ...string) string {
 func newHost(t testing.TB) (*host.Host, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	h := host.New(host.Options{Logger: rec.Logger()})
+	h, err := host.New(host.Options{Logger: rec.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { h.Close() })
 	return h, rec
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -47,6 +48,11 @@ func (h *Host) Tools() []Tool {
 	}
 	return out
 }
+
+// HostTools lists the host's own tools: the channel tools (channel_list,
+// channel_open, channel_close, channel_decline, channel_publish), which
+// CallTool runs by those names.
+func (h *Host) HostTools() []protocol.Tool { return channels.Tools() }
 
 // refreshNow lists a server's tools, following nextCursor, and keeps those
 // the policy allows; a server whose tools host policy denies, or that
@@ -154,6 +160,9 @@ func (r *refresher) stop() {
 // failed request and an error result are each a *ToolError whose text says
 // what happened, whether anything ran, and what works from there.
 func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
+	if channels.IsTool(name) {
+		return h.callChannelTool(ctx, name, args)
+	}
 	h.mu.Lock()
 	id, tool, ok := h.resolveLocked(name)
 	connecting := h.connecting[id]
@@ -195,6 +204,25 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 			text = textToolErrorNoWords(id, name)
 		}
 		return res, &ToolError{Text: text, Outcome: OutcomeToolError, Server: id, Result: &res}
+	}
+	// A send tool that posted into a closed channel opens it.
+	h.channels.AfterToolCall(id, tool, args, res, channels.Caller{})
+	return res, nil
+}
+
+// callChannelTool runs a channel tool as the primary agent. A failure is a
+// *ToolError with OutcomeToolError, its text the tool's.
+func (h *Host) callChannelTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
+	if !json.Valid(args) && len(bytes.TrimSpace(args)) > 0 {
+		return protocol.CallToolResult{}, &ToolError{Text: textArgsNotJSON(name), Outcome: OutcomeRefused}
+	}
+	args, kind := protocol.ToolArguments(args)
+	if kind != "" {
+		return protocol.CallToolResult{}, &ToolError{Text: textArgsNotObject(name, kind), Outcome: OutcomeRefused}
+	}
+	res := h.channels.CallTool(ctx, name, args, channels.Caller{})
+	if res.IsError {
+		return res, &ToolError{Text: res.Text(), Outcome: OutcomeToolError, Result: &res}
 	}
 	return res, nil
 }

@@ -102,7 +102,11 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	h := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level)))})
+	h, err := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level)))})
+	if err != nil {
+		printer{stderr}.linef("mcplhost call: %v", err)
+		return exitFail
+	}
 	defer h.Close()
 	h.Start(cfg)
 	if wait > 0 {

@@ -25,8 +25,8 @@ const version = "0.1.0"
 // probeImplements is what the probe serves: MCP's tools, and, as a
 // diagnostic, push events (recorded and accepted), channel registrations
 // (recorded and accepted) and inbound messages (declined: no agent is
-// here). The host itself serves tools alone until its channel and agent
-// layers do more.
+// here). The host itself serves tools and channels (not push events) until
+// its agent layer does more.
 var probeImplements = []string{"tools", "pushEvents", "channels.register", "channels.incoming"}
 
 // channelsListWait bounds channels/list (--timeout lowers it): the

@@ -82,6 +82,10 @@ type Config struct {
 	// OnDisconnect, if set, is called when a connection ends other than by
 	// Close, with whether the session will reconnect. It may call Close.
 	OnDisconnect func(s *Session, willReconnect bool)
+	// Bind, if set, is called once with the session before its first
+	// connect, so that a consumer of its inbound methods (the channel
+	// registry, which calls back into it) has it before they arrive.
+	Bind func(*Session)
 	// Logger receives operator detail; nil means slog.Default().
 	Logger *slog.Logger
 	// ClientName is the clientInfo name (default "mcplhost").
@@ -101,7 +105,8 @@ type Reconnect struct {
 }
 
 // DefaultImplemented returns what this host implements until the channel
-// and agent layers wire their consumers: MCP's tools only.
+// and agent layers wire their consumers: MCP's tools only (the host passes
+// its own list).
 func DefaultImplemented() []string { return []string{"tools"} }
 
 // Default timeouts of the handshake.
@@ -217,6 +222,9 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	s.limits = lograte.New(s.log, cfg.ID)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.running.init()
+	if cfg.Bind != nil {
+		cfg.Bind(s)
+	}
 	err := s.connect(ctx, false)
 	switch {
 	case err == nil:
