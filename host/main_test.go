@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/chanserver"
 	"github.com/mcpl-go/mcpl/internal/hostile"
 	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testbin"
@@ -31,6 +32,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testserver.Cleanup()
 		hostile.Cleanup()
+		chanserver.Cleanup()
 		sdkServer.Cleanup()
 		os.Exit(code)
 	}))

@@ -12,14 +12,18 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
 const callUsage = `usage: mcplhost call --config FILE [--wait D] [-v] TOOL JSON
 
-Starts the host from a configuration file, waits up to D (default 10s; 0 does
-not wait) for its servers' connects to settle, calls TOOL with the JSON
-arguments through the same path an agent's call takes, prints "ok" and the
-result or "error: " and what a caller reads, and shuts down.
+Starts the host from a configuration file, on the store the file names
+(its channel decisions), waits up to D (default 10s; 0 does not wait) for its
+servers' connects to settle, calls TOOL with the JSON arguments through the
+same path an agent's call takes, prints "ok" and the result or "error: " and
+what a caller reads, and shuts down. TOOL is a server's tool
+(PREFIX--NAME) or one of the host's channel tools: channel_list,
+channel_open, channel_close, channel_decline, channel_publish.
 
 Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
 configuration errors.
@@ -102,7 +106,13 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	h, err := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level)))})
+	st, err := sqlite.Open(cfg.Store, nil)
+	if err != nil {
+		printer{stderr}.linef("mcplhost call: %v", err)
+		return exitFail
+	}
+	defer st.Close()
+	h, err := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level))), Store: st})
 	if err != nil {
 		printer{stderr}.linef("mcplhost call: %v", err)
 		return exitFail

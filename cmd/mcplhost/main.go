@@ -4,6 +4,7 @@
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
 //	mcplhost check --config FILE                  validate a configuration file
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
+//	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
 //
 // Exit status: 0 for success, 1 for a failure the command reports, 2 for a
 // usage error.
@@ -39,6 +40,7 @@ commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
   check    validate a configuration file (--config FILE)
   call     start a host from a configuration file and call one tool
+  channels print the channel decisions (or --history, --messages) in a store file
 
 Run 'mcplhost <command> -h' for a command's flags.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(args[1:], stdout, stderr)
 	case "call":
 		return runCall(ctx, args[1:], stdout, stderr)
+	case "channels":
+		return runChannels(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		printer{stdout}.text(usage)
 		return exitOK

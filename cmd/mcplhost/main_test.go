@@ -8,6 +8,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/internal/chanserver"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 )
 
@@ -18,6 +19,7 @@ type leakCheckedM struct{ m *testing.M }
 func (l leakCheckedM) Run() int {
 	code := l.m.Run()
 	testserver.Cleanup()
+	chanserver.Cleanup()
 	faultCleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -37,11 +39,12 @@ func TestMain(m *testing.M) {
 // TestScripts runs the command-line scripts in testdata/script: each runs
 // mcplhost against the real test server and compares what it prints.
 func TestScripts(t *testing.T) {
-	bin := testserver.Binary(t)
+	bin, chans := testserver.Binary(t), chanserver.Binary(t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("TESTSERVER", bin)
+			e.Setenv("CHANSERVER", chans)
 			return nil
 		},
 	})

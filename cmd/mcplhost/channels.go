@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/term"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+	"github.com/mcpl-go/mcpl/store/sqlite"
+)
+
+const channelsUsage = `usage: mcplhost channels --store FILE [--json] [--history | --messages]
+
+Reads a host's store file (the config's store:) and prints every channel's
+current decision: its server, its id, open or closed, who decided
+(the source), and when, so an operator can see why a channel is open or
+closed. --history prints the whole decision log instead, in order, with
+the agent's declines; --messages the inbound messages the host accepted.
+--json prints the same as JSON.
+
+Sources: default-closed (nobody decided), server-bootstrap (the server
+announced it initially open), subscription-policy (channels.subscription),
+agent-tool (channel_open, channel_close), invitation-declined
+(channel_decline), opened-by-delivery (a publish into it), opened-by-reply
+(a send tool posted into it), subscription-gc and housekeeping (machine
+closes).
+
+Exit status: 0 when the store was read, 1 when it could not be, 2 for usage
+errors.
+`
+
+// decisionRow is one channel's current decision, as printed.
+type decisionRow struct {
+	Server  string    `json:"server"`
+	Channel string    `json:"channel"`
+	State   string    `json:"state"`
+	Source  string    `json:"source"`
+	Seq     int64     `json:"seq"`
+	At      time.Time `json:"at"`
+}
+
+// historyRow is one record of the log, as printed.
+type historyRow struct {
+	Seq            int64     `json:"seq"`
+	Kind           string    `json:"kind"`
+	Server         string    `json:"server"`
+	Channel        string    `json:"channel"`
+	State          string    `json:"state,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	MessageID      string    `json:"messageId,omitempty"`
+	Acknowledgment string    `json:"acknowledgment,omitempty"`
+	At             time.Time `json:"at"`
+}
+
+// messageRow is one inbox message, as printed.
+type messageRow struct {
+	Seq       int64           `json:"seq"`
+	Server    string          `json:"server"`
+	Channel   string          `json:"channel"`
+	MessageID string          `json:"messageId"`
+	ThreadID  string          `json:"threadId,omitempty"`
+	At        time.Time       `json:"at"`
+	Message   json.RawMessage `json:"message"`
+}
+
+func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var (
+		path                   string
+		asJSON, history, inbox bool
+	)
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") {
+			return channelsUsageError(stderr, fmt.Sprintf("unexpected argument %q", args[i]))
+		}
+		switch name {
+		case "store":
+			switch {
+			case hasVal:
+				path = val
+			case i+1 < len(args):
+				i++
+				path = args[i]
+			default:
+				return channelsUsageError(stderr, "--store needs a file")
+			}
+		case "json":
+			asJSON = true
+		case "history":
+			history = true
+		case "messages":
+			inbox = true
+		case "h", "help":
+			printer{stdout}.text(channelsUsage)
+			return exitOK
+		default:
+			return channelsUsageError(stderr, "unknown flag "+args[i])
+		}
+	}
+	switch {
+	case path == "":
+		return channelsUsageError(stderr, "--store FILE is required")
+	case history && inbox:
+		return channelsUsageError(stderr, "give --history or --messages, not both")
+	}
+	// Opening a store creates a missing file: a typo must not make an
+	// empty store and report that nothing was ever decided.
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			printer{stderr}.linef("mcplhost channels: there is no store at %s", path)
+		} else {
+			printer{stderr}.linef("mcplhost channels: %v", err)
+		}
+		return exitFail
+	}
+	st, err := sqlite.Open(path, nil)
+	if err != nil {
+		printer{stderr}.linef("mcplhost channels: %v", err)
+		return exitFail
+	}
+	defer st.Close()
+	switch {
+	case history:
+		err = printHistory(ctx, st, stdout, asJSON)
+	case inbox:
+		err = printInbox(ctx, st, stdout, asJSON)
+	default:
+		err = printDecisions(ctx, st, stdout, asJSON)
+	}
+	if err != nil {
+		printer{stderr}.linef("mcplhost channels: reading %s: %v", path, err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func channelsUsageError(stderr io.Writer, msg string) int {
+	printer{stderr}.usageError(channelsUsage, "mcplhost channels: %s", msg)
+	return exitUsage
+}
+
+// printDecisions prints each channel's last decision, by server and
+// channel.
+func printDecisions(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
+	last := map[[2]string]decisionRow{}
+	var order [][2]string
+	err := st.Replay(ctx, func(r store.Record) error {
+		if r.Kind != store.KindDecision {
+			return nil
+		}
+		k := [2]string{r.Server, r.Channel}
+		if _, seen := last[k]; !seen {
+			order = append(order, k)
+		}
+		last[k] = decisionRow{Server: r.Server, Channel: r.Channel, State: string(r.State), Source: r.Source, Seq: r.Seq, At: r.At}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	rows := make([]decisionRow, 0, len(order))
+	for _, k := range sortedKeys(order) {
+		rows = append(rows, last[k])
+	}
+	if asJSON {
+		return printer{w}.json(rows)
+	}
+	if len(rows) == 0 {
+		printer{w}.linef("no channel decisions recorded")
+		return nil
+	}
+	table := [][]string{{"SERVER", "CHANNEL", "STATE", "SOURCE", "DECIDED"}}
+	for _, r := range rows {
+		table = append(table, []string{r.Server, r.Channel, r.State, r.Source, stamp(r.At)})
+	}
+	printTable(w, table)
+	return nil
+}
+
+func printHistory(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
+	var rows []historyRow
+	err := st.Replay(ctx, func(r store.Record) error {
+		rows = append(rows, historyRow{Seq: r.Seq, Kind: string(r.Kind), Server: r.Server, Channel: r.Channel, State: string(r.State),
+			Source: r.Source, MessageID: r.MessageID, Acknowledgment: r.Acknowledgment, At: r.At})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if rows == nil {
+			rows = []historyRow{}
+		}
+		return printer{w}.json(rows)
+	}
+	if len(rows) == 0 {
+		printer{w}.linef("no channel decisions recorded")
+		return nil
+	}
+	table := [][]string{{"SEQ", "DECIDED", "SERVER", "CHANNEL", "STATE", "SOURCE"}}
+	for _, r := range rows {
+		state, source := r.State, r.Source
+		if r.Kind == string(store.KindDeclined) {
+			state, source = "declined", "message "+r.MessageID
+			if r.Acknowledgment != "" {
+				source += ", acknowledged " + r.Acknowledgment
+			}
+		}
+		table = append(table, []string{fmt.Sprint(r.Seq), stamp(r.At), r.Server, r.Channel, state, source})
+	}
+	printTable(w, table)
+	return nil
+}
+
+func printInbox(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
+	var rows []messageRow
+	err := st.Messages(ctx, 0, func(m store.Message) error {
+		rows = append(rows, messageRow{Seq: m.Seq, Server: m.Server, Channel: m.Channel, MessageID: m.MessageID, ThreadID: m.ThreadID, At: m.At, Message: m.Body})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if rows == nil {
+			rows = []messageRow{}
+		}
+		return printer{w}.json(rows)
+	}
+	if len(rows) == 0 {
+		printer{w}.linef("no inbound messages recorded")
+		return nil
+	}
+	table := [][]string{{"SEQ", "ACCEPTED", "SERVER", "CHANNEL", "MESSAGE", "TEXT"}}
+	for _, r := range rows {
+		var body struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		json.Unmarshal(r.Message, &body)
+		text := protocol.JoinText(body.Content)
+		if len(text) > 80 {
+			text = text[:80] + "…"
+		}
+		table = append(table, []string{fmt.Sprint(r.Seq), stamp(r.At), r.Server, r.Channel, r.MessageID, text})
+	}
+	printTable(w, table)
+	return nil
+}
+
+// sortedKeys sorts channel keys by server, then channel.
+func sortedKeys(keys [][2]string) [][2]string {
+	out := append([][2]string(nil), keys...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func less(a, b [2]string) bool {
+	if a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	return a[1] < b[1]
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// printTable prints rows in columns two spaces apart. Each cell is
+// escaped before it is measured, so a server's id with a control
+// character neither reaches the terminal raw nor breaks the columns.
+func printTable(w io.Writer, rows [][]string) {
+	widths := map[int]int{}
+	for _, row := range rows {
+		for i, cell := range row {
+			row[i] = term.Line(cell)
+			widths[i] = max(widths[i], len([]rune(row[i])))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			if i == len(row)-1 {
+				b.WriteString(cell)
+				break
+			}
+			b.WriteString(cell)
+			b.WriteString(strings.Repeat(" ", widths[i]-len([]rune(cell))+2))
+		}
+		printer{w}.linef("%s", b.String())
+	}
+}
