@@ -261,3 +261,34 @@ func TestChannelIncomingDurable(t *testing.T) {
 		t.Errorf("inbox = %v, want chat/c/m1 once", got)
 	}
 }
+
+// TestChannelCloseKeepsConfiguredDeadline: a close the server never
+// answers fails at the server's requestTimeout, and the channel's later
+// work is not held behind it.
+func TestChannelCloseKeepsConfiguredDeadline(t *testing.T) {
+	r := &channelRig{t: t, path: filepath.Join(t.TempDir(), "host.db")}
+	st, err := sqlite.Open(r.path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Options{Logger: newRecorder().Logger(), Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st, r.h = st, h
+	t.Cleanup(r.stop)
+	if err := h.Connect(t.Context(), server(t, "id: chat\nrequestTimeout: 1s\ncommand: "+list(chanserver.Binary(t)))); err != nil {
+		t.Fatal(err)
+	}
+	r.must("chat--script", `{"channelId":"c","close":"hold"}`)
+	r.register(false)
+	start := time.Now()
+	text, failed := r.tool("channel_close", `{"channelId":"c"}`)
+	want := `Failed to close channel: The "chat" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
+	if !failed || text != want {
+		t.Errorf("channel_close = %q\nwant %q", text, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("channel_close took %v, want about the 1 s deadline", d)
+	}
+}

@@ -3,12 +3,14 @@ package host
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -64,8 +66,8 @@ func channelConfig(s config.Server) channels.ServerConfig {
 // sessionConn is a session as the channel registry calls it.
 type sessionConn struct{ s *session.Session }
 
-func (c sessionConn) Call(ctx context.Context, method string, params, result any) error {
-	return c.s.Call(ctx, method, params, result)
+func (c sessionConn) Call(ctx context.Context, method string, params, result any, timeout time.Duration) error {
+	return c.s.Call(ctx, method, params, result, wire.WithTimeout(timeout))
 }
 
 func (c sessionConn) Has(capability string) bool { return c.s.Grant().Has(capability) }

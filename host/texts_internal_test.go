@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -148,5 +149,27 @@ func TestUnaccountedFailure(t *testing.T) {
 	want := `The request to the "discord" server failed in a way this host can't account for, so whether it took effect is unknown. Check its effect before trying again.`
 	if te.Text != want || te.Outcome != OutcomeNoAnswer {
 		t.Errorf("%+v", te)
+	}
+}
+
+// TestChannelTimeouts: channels/open, channels/close and channels/publish
+// keep a deadline of 60 s when the server's requestTimeout is 0, and take
+// a configured one otherwise.
+func TestChannelTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    time.Duration
+	}{
+		{config.NoTimeout, config.ChannelRequestTimeout},
+		{0, config.DefaultRequestTimeout},
+		{2 * time.Second, 2 * time.Second},
+	} {
+		cfg := config.Server{ID: "s", RequestTimeout: tc.timeout}.WithDefaults()
+		if got := channelConfig(cfg).Timeout; got != tc.want {
+			t.Errorf("requestTimeout %v: channel requests keep %v, want %v", tc.timeout, got, tc.want)
+		}
+	}
+	if config.ChannelRequestTimeout != 60*time.Second {
+		t.Errorf("ChannelRequestTimeout = %v, want 60s", config.ChannelRequestTimeout)
 	}
 }

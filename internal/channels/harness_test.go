@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -86,7 +87,7 @@ func (d *double) Has(capability string) bool {
 	return d.grant[capability]
 }
 
-func (d *double) Call(ctx context.Context, method string, params, result any) error {
+func (d *double) Call(ctx context.Context, method string, params, result any, timeout time.Duration) error {
 	b, _ := json.Marshal(params)
 	var p struct {
 		ChannelID string `json:"channelId"`
@@ -105,8 +106,10 @@ func (d *double) Call(ctx context.Context, method string, params, result any) er
 		}
 		out, _ := json.Marshal(r.result)
 		return json.Unmarshal(out, result)
+	case <-time.After(timeout):
+		return &wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseDeadline, Server: "s", Method: method, Timeout: timeout}
 	case <-ctx.Done():
-		return &wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseDeadline, Server: "s", Method: method}
+		return &wire.CallError{Outcome: wire.NoResponse, Cause: wire.CauseCanceled, Server: "s", Method: method}
 	}
 }
 
@@ -207,6 +210,7 @@ type rig struct {
 	reg     *Registry
 	st      *flakyStore
 	srv     *double
+	logs    *logtest.Recorder
 	mu      sync.Mutex
 	notices []Notice
 	admits  map[string]bool
@@ -217,7 +221,7 @@ func newRig(t *testing.T, caps ...string) *rig {
 	if caps == nil {
 		caps = []string{"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"}
 	}
-	rg := &rig{t: t, st: &flakyStore{Store: store.NewMemory(), okLeft: -1}, srv: newDouble(t, caps...), admits: map[string]bool{}}
+	rg := &rig{t: t, logs: logtest.New(), st: &flakyStore{Store: store.NewMemory(), okLeft: -1}, srv: newDouble(t, caps...), admits: map[string]bool{}}
 	rg.open()
 	t.Cleanup(func() { rg.reg.Close() })
 	return rg
@@ -226,7 +230,7 @@ func newRig(t *testing.T, caps ...string) *rig {
 // open (re)starts the registry on the rig's store, as a host restart does.
 func (rg *rig) open() {
 	rg.t.Helper()
-	reg, err := New(Options{Store: rg.st, Describe: describeForTest, OnNotice: func(n Notice) {
+	reg, err := New(Options{Store: rg.st, Logger: rg.logs.Logger(), Describe: describeForTest, OnNotice: func(n Notice) {
 		rg.mu.Lock()
 		rg.notices = append(rg.notices, n)
 		rg.mu.Unlock()

@@ -193,10 +193,8 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 		}
 		p.ThreadID = &t
 	}
-	cctx, cancel := context.WithTimeout(ctx, srv.cfg.Timeout)
-	defer cancel()
 	var answer json.RawMessage
-	if err := srv.conn.Call(cctx, protocol.MethodChannelsPublish, p, &answer); err != nil {
+	if err := srv.conn.Call(ctx, protocol.MethodChannelsPublish, p, &answer, srv.cfg.Timeout); err != nil {
 		var ce *wire.CallError
 		if errors.As(err, &ce) && ce.Outcome == wire.NotSent {
 			out.Text = textNotSent(place, r.describe(err))
@@ -211,12 +209,13 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 // judge reads a publish receipt (RFC-011 §5).
 func judge(out PublishOutcome, place, server string, thread *string, answer json.RawMessage) PublishOutcome {
 	var rc struct {
-		Delivered *bool            `json:"delivered"`
-		MessageID string           `json:"messageId"`
-		Reason    string           `json:"reason"`
-		ThreadID  *json.RawMessage `json:"threadId"`
+		Delivered *bool  `json:"delivered"`
+		MessageID string `json:"messageId"`
+		Reason    string `json:"reason"`
 	}
-	if json.Unmarshal(answer, &rc) != nil || rc.Delivered == nil {
+	// threadId's presence matters: null (the root) is not absent.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(answer, &rc) != nil || json.Unmarshal(answer, &fields) != nil || rc.Delivered == nil {
 		out.Status, out.Text = Unconfirmed, textUnconfirmed(place, textNoReceipt(server))
 		return out
 	}
@@ -231,17 +230,14 @@ func judge(out PublishOutcome, place, server string, thread *string, answer json
 	out.MessageID = rc.MessageID
 	if thread != nil {
 		asked := threadName(thread)
+		raw, present := fields["threadId"]
 		var echo *string
-		switch {
-		case rc.ThreadID == nil:
-			out.Status, out.Text = Unconfirmed, textUnconfirmed(place, textEchoMismatch(server, "did not say where it posted", asked))
-			return out
-		case json.Unmarshal(*rc.ThreadID, &echo) != nil:
+		if !present || json.Unmarshal(raw, &echo) != nil {
 			out.Status, out.Text = Unconfirmed, textUnconfirmed(place, textEchoMismatch(server, "did not say where it posted", asked))
 			return out
 		}
 		if echo == nil {
-			echo = new(string)
+			echo = new(string) // null: the root
 		}
 		if *echo != *thread {
 			landed := "reported posting in thread " + *echo

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -224,14 +225,12 @@ type openParams struct {
 // send sends channels/open or channels/close for e, under the server's
 // lifecycle deadline, which holds even when requestTimeout is 0.
 func (r *Registry) send(srv *serverState, e *entry, open bool, history json.RawMessage) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(r.ctx, srv.cfg.Timeout)
-	defer cancel()
 	var answer json.RawMessage
 	if open {
 		p := openParams{ChannelID: e.desc.ID, Type: e.desc.Type, Address: e.desc.Address, History: history}
-		return answer, srv.conn.Call(ctx, protocol.MethodChannelsOpen, p, &answer)
+		return answer, srv.conn.Call(r.ctx, protocol.MethodChannelsOpen, p, &answer, srv.cfg.Timeout)
 	}
-	return answer, srv.conn.Call(ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: e.desc.ID}, &answer)
+	return answer, srv.conn.Call(r.ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: e.desc.ID}, &answer, srv.cfg.Timeout)
 }
 
 // substituted reports whether a channels/open answer names a channel other
@@ -274,10 +273,5 @@ func (r *Registry) substitution(srv *serverState, requested Key, answered string
 	}
 }
 
-// quoteID keeps an odd id out of a log line's shape.
-func quoteID(id string) string {
-	if len(id) > 200 {
-		return "(not a plain id: a long string)"
-	}
-	return id
-}
+// quoteID keeps a long id from filling a log line.
+func quoteID(id string) string { return wire.Cut(id, 200) }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -357,9 +358,4 @@ func strOr(s *string) string {
 }
 
 // cut bounds an id a server sent before it goes back in a reason.
-func cut(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	return s[:64] + "…"
-}
+func cut(s string) string { return wire.Cut(s, 64) }

@@ -35,8 +35,10 @@ func keyOf(rec store.Record) Key { return Key{rec.Server, rec.Channel} }
 
 // Conn is one server's connection as the registry uses it.
 type Conn interface {
-	// Call sends a request and decodes its result.
-	Call(ctx context.Context, method string, params, result any) error
+	// Call sends a request and decodes its result; timeout bounds the
+	// wait for the answer (a deadline failure, as the host words one), ctx
+	// cancels it.
+	Call(ctx context.Context, method string, params, result any, timeout time.Duration) error
 	// Has reports whether capability is in the server's effective grant
 	// now.
 	Has(capability string) bool

@@ -484,3 +484,24 @@ func TestRestartRestoresDecisions(t *testing.T) {
 		}
 	})
 }
+
+// TestQueuedWorkFailureNamesDecision: queued work no one waits for that
+// fails is logged with the decision it was carrying out, so a lifted open
+// that fails is not logged as a close.
+func TestQueuedWorkFailureNamesDecision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		rg.registered("c")
+		out := rg.publishAsync("c")
+		open := rg.srv.expect("open", "c")
+		rg.admit("c", true)
+		open.fail("no room")
+		recv(t, out)
+		rg.srv.expect("open", "c").fail("still no room") // the lifted open
+		synctest.Wait()
+		recs := rg.logs.Find("channel lifecycle work failed")
+		if len(recs) != 1 || recs[0].Attr("decision") != "open" || recs[0].Attr("channel") != "c" {
+			t.Errorf("log = %v, want one failure naming the decision open", recs)
+		}
+	})
+}

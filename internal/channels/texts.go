@@ -150,8 +150,8 @@ func textUnconfirmed(where, reason string) string {
 	return fmt.Sprintf("Delivery to %s was not confirmed — it may or may not have been posted: %s. Check the channel before sending again.", where, trimPeriod(reason))
 }
 
-func textUndeclaredThread(label, id, thread string) string {
-	return fmt.Sprintf("%s (%s)'s connector doesn't declare where a post lands (MCPL RFC-011), so a post into thread %s could land anywhere; this host doesn't send it there", label, id, thread)
+func textUndeclaredThread(label, id, place string) string {
+	return fmt.Sprintf("%s (%s)'s connector doesn't declare where a post lands (MCPL RFC-011), so a post into %s could land anywhere; this host doesn't send it there", label, id, place)
 }
 
 func textRootThread(label, id, thread string) string {

@@ -1,0 +1,207 @@
+package channels
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+	"github.com/mcpl-go/mcpl/store/sqlite"
+)
+
+// Each benchmark here has its baseline beside it, measured in the same run
+// (docs/performance.md, "Channels"):
+//
+//   - BenchmarkDecision against BenchmarkBareDecisionInsert: a durable
+//     decision through the registry (the same-state rule, the append, the
+//     apply) on a SQLite file, against one synced INSERT of the same
+//     record by database/sql on the same pragmas.
+//   - BenchmarkIncoming against BenchmarkBareAddMessages: one
+//     channels/incoming message a call from 16 callers, through the
+//     registry (parse, validate, the durable inbox), against the store's
+//     AddMessages of the same messages.
+//   - BenchmarkQueue10k against BenchmarkDirectCalls10k: carrying out the
+//     decision of each of 10,000 channels through their lifecycle queues,
+//     against the same 10,000 requests sent from 10,000 goroutines with no
+//     queue, on a connection that answers at once.
+
+// instant is a connection that answers every request at once.
+type instant struct{ calls atomic.Int64 }
+
+func (c *instant) Has(string) bool { return true }
+
+func (c *instant) Call(ctx context.Context, method string, params, result any, _ time.Duration) error {
+	c.calls.Add(1)
+	if r, ok := result.(*json.RawMessage); ok {
+		*r = json.RawMessage(`{"closed":true}`)
+	}
+	return nil
+}
+
+func benchStore(b *testing.B) (*sqlite.DB, string) {
+	path := filepath.Join(b.TempDir(), "host.db")
+	st, err := sqlite.Open(path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+func benchRegistry(b *testing.B, st store.Store) *Registry {
+	reg, err := New(Options{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(reg.Close)
+	reg.AddServer("s", &instant{}, ServerConfig{})
+	return reg
+}
+
+func BenchmarkDecision(b *testing.B) {
+	st, _ := benchStore(b)
+	reg := benchRegistry(b, st)
+	c := reg.chanOf(Key{"s", "room-1"})
+	states := [2]store.State{store.Open, store.Closed}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, _, err := reg.decide(c, states[i%2], SourceAgentTool); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkBareDecisionInsert(b *testing.B) {
+	st, path := benchStore(b)
+	st.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	stmt, err := db.Prepare(`INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, '', '', ?)`)
+	if err != nil {
+		b.Skipf("the log table's shape changed: %v", err)
+	}
+	defer stmt.Close()
+	states := [2]string{"open", "closed"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := stmt.Exec("decision", "s", "room-1", states[i%2], SourceAgentTool, time.Now().UnixNano()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+const benchCallers = 16
+
+func parallel(b *testing.B, body func(pb *testing.PB)) {
+	b.SetParallelism(max(1, benchCallers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(body)
+}
+
+func BenchmarkIncoming(b *testing.B) {
+	st, _ := benchStore(b)
+	reg := benchRegistry(b, st)
+	reg.Register("s", []protocol.ChannelDescriptor{{ID: "general"}})
+	var n atomic.Int64
+	b.ReportAllocs()
+	start := time.Now()
+	parallel(b, func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			msg := json.RawMessage(fmt.Sprintf(`{"channelId":"general","messageId":"m%d","author":{"id":"u1","name":"Ada"},"content":[{"type":"text","text":"What's the status of the build?"}]}`, i))
+			res, err := reg.Incoming(context.Background(), "s", []json.RawMessage{msg})
+			if err != nil || !res.Results[0].Accepted {
+				b.Fatal(err, res)
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "msgs/s")
+}
+
+func BenchmarkBareAddMessages(b *testing.B) {
+	st, _ := benchStore(b)
+	var n atomic.Int64
+	b.ReportAllocs()
+	start := time.Now()
+	parallel(b, func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			body := json.RawMessage(fmt.Sprintf(`{"channelId":"general","messageId":"m%d","author":{"id":"u1","name":"Ada"},"content":[{"type":"text","text":"What's the status of the build?"}]}`, i))
+			msgs := []store.Message{{Server: "s", Channel: "general", MessageID: fmt.Sprintf("m%d", i), Body: body, At: time.Now()}}
+			if _, err := st.AddMessages(context.Background(), msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "msgs/s")
+}
+
+const queueChannels = 10000
+
+func BenchmarkQueue10k(b *testing.B) {
+	reg := benchRegistry(b, store.NewMemory())
+	descs := make([]protocol.ChannelDescriptor, queueChannels)
+	for i := range descs {
+		descs[i] = protocol.ChannelDescriptor{ID: fmt.Sprintf("room-%d", i)}
+	}
+	// Registered while the host does not direct the lifecycle: nothing is
+	// queued yet.
+	reg.mu.Lock()
+	reg.servers["s"].conn = &noLifecycle{}
+	reg.mu.Unlock()
+	reg.Register("s", descs)
+	reg.AddServer("s", &instant{}, ServerConfig{})
+	chans := make([]*chanState, queueChannels)
+	for i := range chans {
+		chans[i] = reg.chanOf(Key{"s", descs[i].ID})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		waits := make([]<-chan opResult, len(chans))
+		for i, c := range chans {
+			waits[i] = reg.apply(c, true)
+		}
+		for _, w := range waits {
+			if res := <-w; res.err != nil {
+				b.Fatal(res.err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*queueChannels), "ns/channel")
+}
+
+func BenchmarkDirectCalls10k(b *testing.B) {
+	conn := &instant{}
+	b.ReportAllocs()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for i := range queueChannels {
+			wg.Go(func() {
+				var answer json.RawMessage
+				conn.Call(context.Background(), protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: fmt.Sprint(i)}, &answer, time.Minute)
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*queueChannels), "ns/channel")
+}
+
+// noLifecycle is a connection without channels.lifecycle.
+type noLifecycle struct{ instant }
+
+func (*noLifecycle) Has(capability string) bool { return capability != "channels.lifecycle" }
