@@ -68,7 +68,7 @@ type server struct {
 
 	mu      sync.Mutex
 	changed *sync.Cond
-	scripts map[string]map[string]string // channel -> method -> mode
+	scripts map[string]map[string]string  // channel -> method -> mode
 	held    map[string][]func(any, error) // "open c" -> replies
 	log     []string
 	sent    int
