@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/transport"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 	"github.com/mcpl-go/mcpl/store/sqlite"
@@ -24,10 +26,12 @@ import (
 //     decision through the registry (the same-state rule, the append, the
 //     apply) on a SQLite file, against one synced INSERT of the same
 //     record by database/sql on the same pragmas.
-//   - BenchmarkIncoming against BenchmarkBareAddMessages: one
-//     channels/incoming message a call from 16 callers, through the
-//     registry (parse, validate, the durable inbox), against the store's
-//     AddMessages of the same messages.
+//   - BenchmarkIncoming and BenchmarkIncomingOverWire against
+//     BenchmarkBareAddMessages: one channels/incoming message a call from
+//     16 callers, through the registry (parse, validate, the durable
+//     inbox), and through a JSON-RPC peer pair on an in-memory pipe, the
+//     16 callers on one server's connection as a busy server sends them,
+//     against the store's AddMessages of the same messages.
 //   - BenchmarkQueue10k against BenchmarkDirectCalls10k: carrying out the
 //     decision of each of 10,000 channels through their lifecycle queues,
 //     against the same 10,000 requests sent from 10,000 goroutines with no
@@ -125,6 +129,39 @@ func BenchmarkIncoming(b *testing.B) {
 			i := n.Add(1)
 			msg := json.RawMessage(fmt.Sprintf(`{"channelId":"general","messageId":"m%d","author":{"id":"u1","name":"Ada"},"content":[{"type":"text","text":"What's the status of the build?"}]}`, i))
 			res, err := reg.Incoming(context.Background(), "s", []json.RawMessage{msg})
+			if err != nil || !res.Results[0].Accepted {
+				b.Fatal(err, res)
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "msgs/s")
+}
+
+func BenchmarkIncomingOverWire(b *testing.B) {
+	st, _ := benchStore(b)
+	reg := benchRegistry(b, st)
+	reg.Register("s", []protocol.ChannelDescriptor{{ID: "general"}})
+	hostEnd, serverEnd := transport.Pipe(0)
+	hostPeer := wire.NewPeer(hostEnd, wire.Options{Name: "s", Handler: wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) {
+		res, err, _ := reg.Serve(ctx, "s", req)
+		return res, err
+	})})
+	serverPeer := wire.NewPeer(serverEnd, wire.Options{Name: "host"})
+	b.Cleanup(func() {
+		serverPeer.Close()
+		hostPeer.Close()
+		<-hostPeer.Done()
+		<-serverPeer.Done()
+	})
+	var n atomic.Int64
+	b.ReportAllocs()
+	start := time.Now()
+	parallel(b, func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			msg := json.RawMessage(fmt.Sprintf(`{"channelId":"general","messageId":"m%d","author":{"id":"u1","name":"Ada"},"content":[{"type":"text","text":"What's the status of the build?"}]}`, i))
+			var res protocol.ChannelsIncomingResult
+			err := serverPeer.Call(context.Background(), protocol.MethodChannelsIncoming, map[string]any{"messages": []json.RawMessage{msg}}, &res)
 			if err != nil || !res.Results[0].Accepted {
 				b.Fatal(err, res)
 			}

@@ -304,9 +304,21 @@ func (r *Registry) ServerList(server string) protocol.ChannelsListResult {
 // so. A message already in the inbox is accepted again and kept once.
 // The caller has checked the channels.incoming grant current at receipt.
 func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMessage) (protocol.ChannelsIncomingResult, error) {
-	results := make([]protocol.IncomingResult, len(raw))
-	var msgs []store.Message
-	var at []int
+	return r.receive(server, raw).commit(ctx, r)
+}
+
+// received is a channels/incoming validated at receipt, not yet durable.
+type received struct {
+	server  string
+	results []protocol.IncomingResult
+	msgs    []store.Message
+	at      []int // the index in results of each of msgs
+}
+
+// receive validates each message against the registrations as they are
+// now.
+func (r *Registry) receive(server string, raw []json.RawMessage) *received {
+	in := &received{server: server, results: make([]protocol.IncomingResult, len(raw))}
 	now := r.opts.Now().UTC()
 	for i, m := range raw {
 		var msg struct {
@@ -317,30 +329,35 @@ func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMe
 		err := json.Unmarshal(m, &msg)
 		switch {
 		case err != nil || msg.ChannelID == nil || msg.MessageID == nil || *msg.ChannelID == "" || *msg.MessageID == "":
-			results[i] = protocol.IncomingResult{MessageID: strOr(msg.MessageID), Reason: "invalid channel/message identity"}
+			in.results[i] = protocol.IncomingResult{MessageID: cut(strOr(msg.MessageID)), Reason: "invalid channel/message identity"}
 			continue
 		case len(*msg.ChannelID) > MaxIDBytes || len(*msg.MessageID) > MaxIDBytes:
-			results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id is longer than 512 bytes"}
+			in.results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id is longer than 512 bytes"}
 			continue
 		}
-		results[i].MessageID = *msg.MessageID
+		in.results[i].MessageID = *msg.MessageID
 		if !r.registered(Key{server, *msg.ChannelID}) {
-			results[i].Reason = fmt.Sprintf("unknown channel %q — register it first (§14.5)", cut(*msg.ChannelID))
+			in.results[i].Reason = fmt.Sprintf("unknown channel %q — register it first (§14.5)", cut(*msg.ChannelID))
 			continue
 		}
-		msgs = append(msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID), Body: m, At: now})
-		at = append(at, i)
+		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID), Body: m, At: now})
+		in.at = append(in.at, i)
 	}
-	if len(msgs) > 0 {
-		if _, err := r.opts.Store.AddMessages(ctx, msgs); err != nil {
-			r.log.Error("inbound channel messages could not be stored", "server", server, "messages", len(msgs), "error", err.Error())
+	return in
+}
+
+// commit makes the accepted messages durable and answers.
+func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsIncomingResult, error) {
+	if len(in.msgs) > 0 {
+		if _, err := r.opts.Store.AddMessages(ctx, in.msgs); err != nil {
+			r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", err.Error())
 			return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
 		}
 	}
-	for _, i := range at {
-		results[i].Accepted = true
+	for _, i := range in.at {
+		in.results[i].Accepted = true
 	}
-	return protocol.ChannelsIncomingResult{Results: results}, nil
+	return protocol.ChannelsIncomingResult{Results: in.results}, nil
 }
 
 func (r *Registry) registered(k Key) bool {

@@ -59,11 +59,34 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 			r.log.Warn("channels/incoming sent as a notification: dropped, since acceptance can't be reported", "server", server, "messages", len(p.Messages))
 			return nil, nil, true
 		}
-		res, err := r.Incoming(ctx, server, p.Messages)
-		if err != nil {
-			return nil, err, true
+		// Validated at receipt, here; answered from a goroutine of its
+		// own once the messages are durable: the connection's dispatch
+		// goes on, so a server's requests in flight share the store's
+		// commits. The request's bytes stay counted against the
+		// connection's inbound budget until it is answered, which bounds
+		// what a flood can hold.
+		in := r.receive(server, p.Messages)
+		release, reply := req.Hold(), req.Defer()
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			release()
+			reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
+			return nil, nil, true
 		}
-		return res, nil, true
+		r.wg.Add(1)
+		r.mu.Unlock()
+		go func() {
+			defer r.wg.Done()
+			defer release()
+			res, err := in.commit(ctx, r)
+			if err != nil {
+				reply(nil, err)
+				return
+			}
+			reply(res, nil)
+		}()
+		return nil, nil, true
 	}
 	return nil, nil, false
 }
