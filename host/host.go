@@ -135,7 +135,7 @@ func New(opts Options) (*Host, error) {
 	reg, err := channels.New(channels.Options{
 		Store:    st,
 		Logger:   log,
-		Describe: func(err error) string { return requestFailed("", err).Text },
+		Describe: func(server string, err error) string { return requestFailed(server, err).Text },
 		OnNotice: func(n channels.Notice) {
 			// The agent layer renders and routes notices; until it does,
 			// the operator sees them.

@@ -322,7 +322,7 @@ func (rg *rig) replayed() map[Key]string {
 // describeForTest words a failed request for the harness: the host's
 // texts are pinned through the host; here the reason only has to be
 // recognizable.
-func describeForTest(err error) string {
+func describeForTest(_ string, err error) string {
 	var ce *wire.CallError
 	if errors.As(err, &ce) && ce.Answer != nil {
 		return "the server answered: " + ce.Answer.Message + "."

@@ -48,7 +48,7 @@ var errPrevented = errors.New(textPreventedByLifecycle)
 // is closed. Whether the host directs the server's lifecycle is read
 // before anything else, as a transport that drops while the open is out
 // clears the grant before the failure arrives.
-func (r *Registry) openIfClosed(ctx context.Context, c *chanState, source string) openOutcome {
+func (r *Registry) openIfClosed(ctx context.Context, c *chanState, source string, who caller) openOutcome {
 	srv := r.server(c.key.Server)
 	if srv == nil {
 		err := &lifecycleError{text: textServerNotFound(c.key.Server), kind: kindNoServer}
@@ -74,31 +74,78 @@ func (r *Registry) openIfClosed(ctx context.Context, c *chanState, source string
 		res, err := wait(ctx, r.apply(c, true))
 		switch {
 		case err != nil:
-			return openOutcome{err: err, reason: r.describe(err)}
+			return openOutcome{err: err, reason: r.describe(c.key.Server, err)}
 		case res.err != nil:
-			return openOutcome{err: res.err, reason: r.describe(res.err)}
+			return openOutcome{err: res.err, reason: r.describe(c.key.Server, res.err)}
 		case !res.open:
 			return openOutcome{err: errPrevented, reason: textPreventedByLifecycle, prevented: true}
 		}
 		return openOutcome{}
 	}
 	rec, replaced, err := r.decideLocked(c, store.Open, source)
-	c.decide.Unlock()
 	if err != nil {
+		c.decide.Unlock()
 		return openOutcome{err: err, reason: "this host couldn't record opening the channel, so nothing changed and no open was sent"}
 	}
+	// Queued before the decide lock goes: a delivery that comes meanwhile
+	// finds the lane busy and joins the work behind this open.
 	ch := make(chan opResult, 1)
+	inc := &incidental{rec: *rec, replaced: replaced, agent: who.agent, tool: who.tool, label: who.label}
 	r.mu.Lock()
-	r.enqueueLocked(c, &op{gen: c.removals, incidental: &incidental{rec: *rec, replaced: replaced}, waiters: []chan opResult{ch}})
+	queued := r.enqueueLocked(c, &op{gen: c.removals, incidental: inc, waiters: []chan opResult{ch}})
 	r.mu.Unlock()
+	c.decide.Unlock()
+	if !queued {
+		// Closing: the open is never sent, so its decision is put back
+		// here.
+		res := opResult{err: errClosing}
+		r.putBack(c, inc, &res)
+		return openOutcome{opening: true, err: res.err, reason: r.describe(c.key.Server, res.err), selected: res.selected, openSeq: rec.Seq}
+	}
 	res, werr := wait(ctx, ch)
 	if werr != nil {
-		return openOutcome{opening: true, err: werr, reason: r.describe(werr), openSeq: rec.Seq}
+		return openOutcome{opening: true, err: werr, reason: r.describe(c.key.Server, werr), openSeq: rec.Seq}
 	}
 	if res.err != nil {
-		return openOutcome{opening: true, err: res.err, reason: r.describe(res.err), selected: res.selected, overtaken: res.overtaken, openSeq: rec.Seq}
+		return openOutcome{opening: true, err: res.err, reason: r.describe(c.key.Server, res.err), selected: res.selected, overtaken: res.overtaken, openSeq: rec.Seq}
 	}
 	return openOutcome{opening: true, openSeq: rec.Seq}
+}
+
+// caller says who an incidental open is for.
+type caller struct {
+	agent, tool, label string
+}
+
+// errSuperseded is an incidental open that succeeded after a newer
+// decision closed the channel: the lane carried out that decision.
+var errSuperseded = &lifecycleError{text: textOpenSuperseded, kind: kindSuperseded}
+
+// settleIncidental runs on c's lane when an incidental open's work ends:
+// a failure puts back the decision it replaced; an open that a newer
+// decision superseded counts as overtaken; and the agent layer gets its
+// notice whether or not the caller still waits: the channel opened, or a
+// reply's open failed where it would have opened the channel.
+func (r *Registry) settleIncidental(c *chanState, inc *incidental, res *opResult) {
+	switch {
+	case res.err == nil && !res.open:
+		res.err, res.overtaken = errSuperseded, true
+		return
+	case res.err != nil:
+		r.putBack(c, inc, res)
+	}
+	ref := []ChannelRef{{ID: c.key.Channel, Label: inc.label}}
+	switch {
+	case res.err == nil:
+		r.notify(Notice{Kind: NoticeOpened, Cause: inc.rec.Source, Server: c.key.Server, Agent: inc.agent, Channels: ref})
+	case inc.rec.Source == SourceOpenedByReply && !res.overtaken:
+		reason := r.describe(c.key.Server, res.err)
+		r.log.Info("a reply's open of a closed channel failed", "server", c.key.Server, "channel", c.key.Channel, "tool", inc.tool, "selected", res.selected, "error", res.err.Error())
+		r.notify(Notice{Kind: NoticeReplyOpenFailed, Cause: SourceOpenedByReply, Server: c.key.Server, Agent: inc.agent, Channels: ref,
+			Tool: inc.tool, Opening: true, SelectedForOpening: res.selected, Reason: reason})
+	default:
+		r.log.Info("an open by delivery failed", "server", c.key.Server, "channel", c.key.Channel, "selected", res.selected, "error", res.err.Error())
+	}
 }
 
 // wait waits for an op's result, or for ctx. The op goes on without the

@@ -81,7 +81,7 @@ func (r *Registry) toolPublish(ctx context.Context, a map[string]json.RawMessage
 		}
 		thread = t
 	}
-	c, why := r.resolve(a)
+	c, why := r.resolve(a, textPublishBadChannel)
 	if c == nil {
 		return fail(why)
 	}
@@ -133,7 +133,7 @@ type publishParams struct {
 // Publish posts content into a registered channel (thread nil: no place
 // asked; pointing at "": the channel root), opening it first if it is
 // closed.
-func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, content []json.RawMessage, caller Caller) PublishOutcome {
+func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, content []json.RawMessage, who Caller) PublishOutcome {
 	r.mu.Lock()
 	c := r.chans[Key{server, channel}]
 	var desc protocol.ChannelDescriptor
@@ -160,10 +160,10 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 			}
 		}
 	}
-	o := r.openIfClosed(ctx, c, SourceOpenedByDelivery)
+	o := r.openIfClosed(ctx, c, SourceOpenedByDelivery, caller{agent: who.Agent, label: desc.Label})
 	out.open = o
 	switch {
-	case o.err != nil && o.prevented:
+	case o.err != nil && (o.prevented || errors.Is(o.err, errSuperseded)):
 		out.Text = textNotSent(place, o.reason)
 		return out
 	case o.err != nil:
@@ -173,8 +173,6 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 		}
 		out.Text = textNotSent(place, textDeliveryOpenFailed(o.reason, extra...))
 		return out
-	case o.opening:
-		r.notify(Notice{Kind: NoticeOpened, Cause: SourceOpenedByDelivery, Server: server, Agent: caller.Agent, Channels: []ChannelRef{{ID: channel, Label: desc.Label}}})
 	}
 	srv := r.server(server)
 	if srv == nil {
@@ -197,10 +195,10 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 	if err := srv.conn.Call(ctx, protocol.MethodChannelsPublish, p, &answer, srv.cfg.Timeout); err != nil {
 		var ce *wire.CallError
 		if errors.As(err, &ce) && ce.Outcome == wire.NotSent {
-			out.Text = textNotSent(place, r.describe(err))
+			out.Text = textNotSent(place, r.describe(server, err))
 			return out
 		}
-		out.Status, out.Text = Unconfirmed, textUnconfirmed(place, r.describe(err))
+		out.Status, out.Text = Unconfirmed, textUnconfirmed(place, r.describe(server, err))
 		return out
 	}
 	return judge(out, place, server, thread, answer)
@@ -269,8 +267,8 @@ func labelOr(d protocol.ChannelDescriptor) string {
 // AfterToolCall is told of every successful call of a server's tool: a
 // send tool's post into a closed channel opens it (opened-by-reply), in
 // the background. The channel is the result's channelId, or the
-// arguments'. A notice tells the agent of the open, or of its failure.
-func (r *Registry) AfterToolCall(server, tool string, args json.RawMessage, res protocol.CallToolResult, caller Caller) {
+// arguments'. The lane gives the notice of the open, or of its failure.
+func (r *Registry) AfterToolCall(server, tool string, args json.RawMessage, res protocol.CallToolResult, who Caller) {
 	srv := r.server(server)
 	if srv == nil || !slices.Contains(srv.cfg.SendTools, tool) {
 		return
@@ -290,17 +288,7 @@ func (r *Registry) AfterToolCall(server, tool string, args json.RawMessage, res 
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		o := r.openIfClosed(r.ctx, c, SourceOpenedByReply)
-		ref := []ChannelRef{{ID: channel, Label: label}}
-		switch {
-		case o.noLifecycle || o.overtaken || o.prevented:
-		case o.err == nil && o.opening:
-			r.notify(Notice{Kind: NoticeOpened, Cause: SourceOpenedByReply, Server: server, Agent: caller.Agent, Channels: ref})
-		case o.err != nil && o.opening:
-			r.log.Info("a reply's open of a closed channel failed", "server", server, "channel", channel, "tool", tool, "selected", o.selected, "error", o.err.Error())
-			r.notify(Notice{Kind: NoticeReplyOpenFailed, Cause: SourceOpenedByReply, Server: server, Agent: caller.Agent, Channels: ref,
-				Tool: tool, Opening: true, SelectedForOpening: o.selected, Reason: o.reason})
-		}
+		r.openIfClosed(r.ctx, c, SourceOpenedByReply, caller{agent: who.Agent, tool: tool, label: label})
 	}()
 }
 

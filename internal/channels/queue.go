@@ -1,8 +1,8 @@
 package channels
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -32,6 +32,9 @@ type op struct {
 type incidental struct {
 	rec      store.Record  // the decision the open recorded
 	replaced *store.Record // the decision it replaced; nil when none
+	// Who it was for, for the notice the lane gives when it ends: the
+	// agent, the send tool (a reply's), the channel's label.
+	agent, tool, label string
 }
 
 // opResult is how an op ended.
@@ -67,22 +70,28 @@ func (c *chanState) busyLocked() bool {
 	return c.lane.running || c.lane.queuedFor(c.removals)
 }
 
-// enqueueLocked queues o on c's lane and starts the lane if it is idle.
-// After Close the op fails at once.
-func (r *Registry) enqueueLocked(c *chanState, o *op) {
+// errClosing is the failure of work refused because the registry is
+// closing.
+var errClosing = errors.New("this host is shutting down")
+
+// enqueueLocked queues o on c's lane and starts the lane if it is idle;
+// it reports whether it did. After Close it does not, and the op's
+// waiters get errClosing.
+func (r *Registry) enqueueLocked(c *chanState, o *op) bool {
 	if r.closed {
 		for _, w := range o.waiters {
-			w <- opResult{err: context.Canceled}
+			w <- opResult{err: errClosing}
 		}
-		return
+		return false
 	}
 	c.lane.queue = append(c.lane.queue, o)
 	if c.lane.running {
-		return
+		return true
 	}
 	c.lane.running = true
 	r.wg.Add(1)
 	go r.runLane(c)
+	return true
 }
 
 // apply queues work that carries out c's decision; with wait, the result
@@ -127,10 +136,10 @@ func (r *Registry) runLane(c *chanState) {
 		c.lane.queue = c.lane.queue[1:]
 		r.mu.Unlock()
 		res := r.carryOut(c, o)
-		if res.err != nil && o.incidental != nil {
-			r.putBack(c, o.incidental, &res)
+		if o.incidental != nil {
+			r.settleIncidental(c, o.incidental, &res)
 		}
-		if res.err != nil && len(o.waiters) == 0 {
+		if res.err != nil && len(o.waiters) == 0 && o.incidental == nil {
 			r.logFailed(c, res.err)
 		}
 		for _, w := range o.waiters {
@@ -165,12 +174,11 @@ func (r *Registry) carryOut(c *chanState, o *op) opResult {
 			r.mu.Unlock()
 			return opResult{err: &lifecycleError{text: textServerNotFound(c.key.Server), kind: kindNoServer}}
 		}
-		want := wantOpen(c.decision)
+		want, target := wantOpen(c.decision), c.target
 		r.mu.Unlock()
 		if !srv.conn.Has("channels.lifecycle") {
 			return opResult{err: &lifecycleError{text: textNoLifecycle(c.key.Server), kind: kindNoGrant}}
 		}
-		target := c.target
 		answer, err := r.send(srv, e, want, o.history)
 		r.mu.Lock()
 		if c.entry == nil || c.removals != o.gen {

@@ -132,11 +132,7 @@ func (r *Registry) changed(server string, ch changes, notify bool) (protocol.Cha
 	added, accepted := r.add(server, ch.added, ch.addedBad)
 	results = append(results, added...)
 	if notify {
-		for _, res := range results {
-			if !res.Accepted {
-				r.log.Warn("channels/changed notification partly refused: the server thinks a channel changed that this host did not take", "server", server, "channel", quoteID(res.ID), "reason", res.Reason)
-			}
-		}
+		r.logRefused(server, protocol.MethodChannelsChanged, results)
 	}
 	start := r.reconcile(server, accepted)
 	return protocol.ChannelResults{Results: results}, func() {
@@ -155,6 +151,18 @@ func at(l []string, i int) string {
 		return l[i]
 	}
 	return ""
+}
+
+// logRefused logs each item a notification had refused: nothing can tell
+// the server, and silent filtering would leave the two sides disagreeing
+// about which channels exist (SPEC §14.5).
+func (r *Registry) logRefused(server, method string, results []protocol.ChannelResult) {
+	for _, res := range results {
+		if !res.Accepted {
+			r.log.Warn("a channel notification was partly refused: the server thinks a channel changed that this host did not take",
+				"server", server, "method", method, "channel", quoteID(res.ID), "reason", res.Reason)
+		}
+	}
 }
 
 // sameTarget reports whether a and b name the same place: the same type
@@ -233,7 +241,17 @@ func (r *Registry) reconcile(server string, chans []*chanState) func() {
 	if len(chans) == 0 || srv == nil || !srv.conn.Has("channels.lifecycle") {
 		return func() {}
 	}
-	admitted := r.recordInitial(srv, chans)
+	admitted, err := r.recordInitial(srv, chans)
+	if err != nil {
+		// Nothing was decided, so there is nothing to carry out: the
+		// next registration of these channels decides them again.
+		ids := make([]string, len(chans))
+		for i, c := range chans {
+			ids[i] = quoteID(c.key.Channel)
+		}
+		r.log.Error("registered channels left undecided: their decisions could not be recorded, so no lifecycle request is sent until they are registered again", "server", server, "channels", ids, "error", err.Error())
+		return func() {}
+	}
 	return func() {
 		if len(admitted) > 0 {
 			r.notify(Notice{Kind: NoticeOpened, Cause: SourceSubscriptionPolicy, Server: server, Channels: admitted})
@@ -246,7 +264,7 @@ func (r *Registry) reconcile(server string, chans []*chanState) func() {
 
 // recordInitial applies the lift rule to each channel, in one durable
 // append, and returns the channels the subscription policy selected.
-func (r *Registry) recordInitial(srv *serverState, chans []*chanState) []ChannelRef {
+func (r *Registry) recordInitial(srv *serverState, chans []*chanState) ([]ChannelRef, error) {
 	sorted := slices.Clone(chans)
 	slices.SortFunc(sorted, func(a, b *chanState) int { return cmp.Compare(a.key.Channel, b.key.Channel) })
 	for _, c := range sorted {
@@ -275,12 +293,12 @@ func (r *Registry) recordInitial(srv *serverState, chans []*chanState) []Channel
 	}
 	r.mu.Unlock()
 	if len(recs) == 0 {
-		return nil
+		return nil, nil
 	}
 	if _, err := r.record(recs...); err != nil {
-		return nil
+		return nil, err
 	}
-	return admitted
+	return admitted, nil
 }
 
 // ServerList answers the server's channels/list: the channels it has

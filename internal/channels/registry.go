@@ -69,9 +69,10 @@ type Options struct {
 	Store store.Store
 	// Logger receives operator detail; nil means slog.Default().
 	Logger *slog.Logger
-	// Describe turns a failed request into the words an agent reads
-	// (what happened, whether it took effect); nil uses err.Error().
-	Describe func(error) string
+	// Describe turns a request to server that failed into the words an
+	// agent reads (what happened, whether it took effect); nil uses
+	// err.Error().
+	Describe func(server string, err error) string
 	// OnNotice receives what the agent layer tells agents (channels opened
 	// by policy, delivery or reply; a reply's failed open). It is called
 	// from the registry's goroutines and must not block.
@@ -350,13 +351,21 @@ func (r *Registry) server(id string) *serverState {
 	return r.servers[id]
 }
 
-func (r *Registry) describe(err error) string {
+// describe is what an agent reads of a lifecycle failure on server's
+// channel.
+func (r *Registry) describe(server string, err error) string {
 	var le *lifecycleError
-	if errors.As(err, &le) {
+	switch {
+	case errors.As(err, &le):
 		return le.text
-	}
-	if r.opts.Describe != nil {
-		return r.opts.Describe(err)
+	case errors.Is(err, errClosing):
+		return textClosing
+	case err == context.Canceled || err == context.DeadlineExceeded:
+		// The caller's own wait ended (a failed request that wraps one
+		// is worded by Describe).
+		return textStoppedWaiting
+	case r.opts.Describe != nil:
+		return r.opts.Describe(server, err)
 	}
 	return err.Error()
 }
@@ -376,6 +385,7 @@ const (
 	kindNoGrant
 	kindSubstituted
 	kindNotConverged
+	kindSuperseded
 )
 
 func (e *lifecycleError) Error() string { return e.text }

@@ -344,7 +344,8 @@ func TestChannelOpenWithoutLifecycleRecordsDecision(t *testing.T) {
 		rg := newRig(t, "channels.register")
 		rg.register(desc("c", false))
 		text, failed := rg.tool(ToolOpen, `{"channelId":"c"}`)
-		if want := textOpenFailed(textNoLifecycle("s")); !failed || text != want {
+		want := `Failed to open channel: channels.lifecycle not in "s"'s effective grant (§14.1): the server opens and closes its channels itself, so no open was sent; your decision to open it is recorded.`
+		if !failed || text != want {
 			t.Errorf("channel_open = %q\nwant %q", text, want)
 		}
 		if got := rg.decision("c"); got != "open/agent-tool" {

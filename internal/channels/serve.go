@@ -24,6 +24,9 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		}
 		descs, pre := decodeDescriptors(p.Channels)
 		results, accepted := r.add(server, descs, pre)
+		if req.IsNotification() {
+			r.logRefused(server, req.Method, results)
+		}
 		return r.answerThenStart(req, protocol.ChannelResults{Results: results}, r.reconcile(server, accepted)), nil, true
 	case protocol.MethodChannelsChanged:
 		var p struct {

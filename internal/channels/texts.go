@@ -27,6 +27,21 @@ func textNoLifecycle(server string) string {
 	return fmt.Sprintf(`channels.lifecycle not in "%s"'s effective grant (§14.1)`, server)
 }
 
+// textOpenNoLifecycle and textCloseNoLifecycle: the agent's decision is
+// recorded, but the server opens and closes its channels itself.
+func textOpenNoLifecycle(server string) string {
+	return "Failed to open channel: " + textNoLifecycle(server) + ": the server opens and closes its channels itself, so no open was sent; your decision to open it is recorded."
+}
+
+func textCloseNoLifecycle(server string) string {
+	return textNoLifecycle(server) + ": the server opens and closes its channels itself, so no close was sent; your decision to close it is recorded."
+}
+
+const (
+	textNeedChannelID = "channelId must name a registered channel. Nothing was done."
+	textBadServerID   = "serverId must be a server's id. Nothing was done."
+)
+
 func textNoAcknowledge(server string) string {
 	return fmt.Sprintf(`channels.acknowledge not in "%s"'s effective grant (§14.1)`, server)
 }
@@ -131,7 +146,14 @@ func textDeliveryOpenFailed(reason string, extra ...string) string {
 	return s
 }
 
-const textPreventedByLifecycle = "lifecycle work prevented delivery: the channel was selected for closure while delivery waited"
+const textPreventedByLifecycle = "lifecycle work prevented delivery: lifecycle work queued for the channel left it closed, so this delivery didn't open it; call channel_open to open it, then send again"
+
+// textClosing and textStoppedWaiting are a lifecycle request this host
+// gave up on.
+const (
+	textClosing        = "this host is shutting down, so no open was sent"
+	textStoppedWaiting = "this host stopped waiting for the server's answer, so whether the request took effect is unknown"
+)
 
 // Publish texts (RFC-011 §5; anchor-host.md §3.7, §4.4).
 const (

@@ -130,15 +130,16 @@ func (r *Registry) Channels() []ListedChannel {
 
 func (r *Registry) toolList() protocol.CallToolResult { return ok(r.Channels()) }
 
-// resolve finds the registered channel an agent names.
-func (r *Registry) resolve(a map[string]json.RawMessage) (*chanState, string) {
+// resolve finds the registered channel an agent names; missing is the
+// text for a channelId that names none.
+func (r *Registry) resolve(a map[string]json.RawMessage, missing string) (*chanState, string) {
 	id, present, good := str(a, "channelId")
 	if !present || !good || id == "" {
-		return nil, textPublishBadChannel
+		return nil, missing
 	}
 	server, _, good := str(a, "serverId")
 	if !good {
-		return nil, textChannelNotFound(id)
+		return nil, textBadServerID
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,7 +169,7 @@ func (r *Registry) resolve(a map[string]json.RawMessage) (*chanState, string) {
 // history reads channel_open's backscroll request.
 func history(a map[string]json.RawMessage) json.RawMessage {
 	var n float64
-	if v, ok := a["backscroll"]; !ok || json.Unmarshal(v, &n) != nil || n <= 0 || math.IsNaN(n) {
+	if v, ok := a["backscroll"]; !ok || json.Unmarshal(v, &n) != nil || math.IsNaN(n) || n < 1 {
 		return nil
 	}
 	h := map[string]any{"limit": int(math.Min(math.Floor(n), 500))}
@@ -180,7 +181,7 @@ func history(a map[string]json.RawMessage) json.RawMessage {
 }
 
 func (r *Registry) toolOpen(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a)
+	c, why := r.resolve(a, textNeedChannelID)
 	if c == nil {
 		return fail(why)
 	}
@@ -208,9 +209,14 @@ func (r *Registry) toolOpen(ctx context.Context, a map[string]json.RawMessage) p
 	if werr != nil {
 		res.err = werr
 	}
+	var le *lifecycleError
 	switch {
+	case errors.As(res.err, &le) && le.kind == kindNoGrant:
+		return fail(textOpenNoLifecycle(c.key.Server))
 	case res.err != nil:
-		return fail(textOpenFailed(r.describe(res.err)))
+		// Its registration gone too, the decision stays: the server's
+		// next registration of the channel carries it out.
+		return fail(textOpenFailed(r.describe(c.key.Server, res.err)))
 	case !res.open:
 		return fail(textOpenSuperseded)
 	}
@@ -225,7 +231,7 @@ func (r *Registry) toolOpen(ctx context.Context, a map[string]json.RawMessage) p
 }
 
 func (r *Registry) toolClose(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a)
+	c, why := r.resolve(a, textNeedChannelID)
 	if c == nil {
 		return fail(why)
 	}
@@ -280,10 +286,12 @@ func (r *Registry) closeChannel(ctx context.Context, c *chanState, source string
 	}
 	var le *lifecycleError
 	switch {
-	case errors.As(res.err, &le) && (le.kind == kindGone || le.kind == kindNoServer || le.kind == kindNoGrant):
+	case errors.As(res.err, &le) && le.kind == kindNoGrant:
+		return fail(textCloseNoLifecycle(c.key.Server))
+	case errors.As(res.err, &le) && (le.kind == kindGone || le.kind == kindNoServer):
 		return fail(le.text)
 	case res.err != nil:
-		return fail(textCloseFailed(r.describe(res.err)))
+		return fail(textCloseFailed(r.describe(c.key.Server, res.err)))
 	case res.open:
 		return fail(textCloseSuperseded)
 	}
@@ -291,7 +299,7 @@ func (r *Registry) closeChannel(ctx context.Context, c *chanState, source string
 }
 
 func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a)
+	c, why := r.resolve(a, textNeedChannelID)
 	if c == nil {
 		return fail(why)
 	}
@@ -313,7 +321,9 @@ func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolRe
 	if writes(cur, store.Closed, SourceInvitationDeclined) {
 		recs = append(recs, store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: store.Closed, Source: SourceInvitationDeclined})
 	}
-	recs = append(recs, store.Record{Kind: store.KindDeclined, Server: c.key.Server, Channel: c.key.Channel, MessageID: msgID, Acknowledgment: ack})
+	// Acknowledgment is the one sent: none, as channels.acknowledge is
+	// never granted yet (below).
+	recs = append(recs, store.Record{Kind: store.KindDeclined, Server: c.key.Server, Channel: c.key.Channel, MessageID: msgID})
 	_, err := r.record(recs...)
 	c.decide.Unlock()
 	if err != nil {
