@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
-	"github.com/mcpl-go/mcpl/store"
 )
 
 // Registration (SPEC §14.3, §14.5; anchor-host.md §3.4): itemized
@@ -682,158 +680,6 @@ func TestRegisterWithoutLifecycleRecordsNothing(t *testing.T) {
 		}
 		if n := rg.takeNotices(); len(n) != 0 {
 			t.Errorf("notices = %+v", n)
-		}
-	})
-}
-
-// inboxIDs returns the inbox as "server/channel/message" in order.
-func inboxIDs(t *testing.T, st store.Store) []string {
-	t.Helper()
-	var out []string
-	if err := st.Messages(context.Background(), 0, func(m store.Message) error {
-		out = append(out, m.Server+"/"+m.Channel+"/"+m.MessageID)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func rawMsgs(msgs ...string) []json.RawMessage {
-	out := make([]json.RawMessage, len(msgs))
-	for i, m := range msgs {
-		out[i] = json.RawMessage(m)
-	}
-	return out
-}
-
-func TestRegisterIncoming(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t)
-		rg.registered("c", "d")
-		ctx := context.Background()
-		long := strings.Repeat("m", MaxIDBytes+1)
-		res, err := rg.reg.Incoming(ctx, "s", rawMsgs(
-			`{"channelId":"c","messageId":"m1","threadId":"t1","text":"one"}`,
-			`{"channelId":"d","messageId":"m2"}`,
-			`{"channelId":"x","messageId":"m3"}`,
-			`{"channelId":"c"}`,
-			`{"messageId":"m4"}`,
-			`{"channelId":"c","messageId":""}`,
-			`"not an object"`,
-			`{"channelId":"c","messageId":"`+long+`"}`,
-			`{"channelId":"c","messageId":"m1"}`,
-			`{"channelId":"c","messageId":"m5"}`,
-		))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []protocol.IncomingResult{
-			{MessageID: "m1", Accepted: true},
-			{MessageID: "m2", Accepted: true},
-			{MessageID: "m3", Accepted: false, Reason: `unknown channel "x" — register it first (§14.5)`},
-			{MessageID: "", Accepted: false, Reason: "invalid channel/message identity"},
-			{MessageID: "m4", Accepted: false, Reason: "invalid channel/message identity"},
-			{MessageID: "", Accepted: false, Reason: "invalid channel/message identity"},
-			{MessageID: "", Accepted: false, Reason: "invalid channel/message identity"},
-			{MessageID: long[:64] + "…", Accepted: false, Reason: "invalid channel/message identity: an id is longer than 512 bytes"},
-			{MessageID: "m1", Accepted: true},
-			{MessageID: "m5", Accepted: true},
-		}
-		if diff := cmp.Diff(want, res.Results); diff != "" {
-			t.Errorf("results (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"s/c/m1", "s/d/m2", "s/c/m5"}, inboxIDs(t, rg.st)); diff != "" {
-			t.Errorf("inbox (-want +got):\n%s", diff)
-		}
-		var first store.Message
-		rg.st.Messages(ctx, 0, func(m store.Message) error {
-			if first.MessageID == "" {
-				first = m
-			}
-			return nil
-		})
-		if first.ThreadID != "t1" || string(first.Body) != `{"channelId":"c","messageId":"m1","threadId":"t1","text":"one"}` {
-			t.Errorf("first message = %+v", first)
-		}
-
-		// Sent again: accepted, kept once.
-		res, err = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`, `{"channelId":"c","messageId":"m6"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]protocol.IncomingResult{{MessageID: "m1", Accepted: true}, {MessageID: "m6", Accepted: true}}, res.Results); diff != "" {
-			t.Errorf("results (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"s/c/m1", "s/d/m2", "s/c/m5", "s/c/m6"}, inboxIDs(t, rg.st)); diff != "" {
-			t.Errorf("inbox (-want +got):\n%s", diff)
-		}
-
-		// Another server's channel c is not this one's.
-		rg.reg.AddServer("t", newDouble(t, "channels.register"), ServerConfig{})
-		res, _ = rg.reg.Incoming(ctx, "t", rawMsgs(`{"channelId":"c","messageId":"m7"}`))
-		if res.Results[0].Accepted {
-			t.Errorf("t's message into s's channel accepted: %+v", res.Results)
-		}
-
-		// A removed channel takes no more.
-		rg.reg.Changed("s", protocol.ChannelsChangedParams{Removed: []string{"d"}}, false)
-		res, _ = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"d","messageId":"m8"}`))
-		if res.Results[0].Accepted || res.Results[0].Reason != `unknown channel "d" — register it first (§14.5)` {
-			t.Errorf("message into a removed channel = %+v", res.Results)
-		}
-	})
-}
-
-// inboxFailStore fails AddMessages while fail is set.
-type inboxFailStore struct {
-	store.Store
-	mu   sync.Mutex
-	fail bool
-}
-
-func (s *inboxFailStore) setFail(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = on
-}
-
-func (s *inboxFailStore) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, error) {
-	s.mu.Lock()
-	failing := s.fail
-	s.mu.Unlock()
-	if failing {
-		return nil, errDiskFull
-	}
-	return s.Store.AddMessages(ctx, msgs)
-}
-
-func TestRegisterIncomingStoreFails(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t)
-		// Swapped in before the registry has any goroutine.
-		inbox := &inboxFailStore{Store: rg.st.Store}
-		rg.st.Store = inbox
-		rg.registered("c")
-		inbox.setFail(true)
-		res, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`, `{"channelId":"x","messageId":"m2"}`))
-		var perr *protocol.Error
-		if !errors.As(err, &perr) || perr.Code != protocol.CodeInternalError ||
-			perr.Message != "this host could not store the messages; none was accepted: send them again later" {
-			t.Errorf("error = %v", err)
-		}
-		for _, r := range res.Results {
-			if r.Accepted {
-				t.Errorf("accepted %+v", r)
-			}
-		}
-		inbox.setFail(false)
-		if got := inboxIDs(t, inbox); len(got) != 0 {
-			t.Errorf("inbox = %v", got)
-		}
-		res, err = rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`))
-		if err != nil || !res.Results[0].Accepted {
-			t.Errorf("after the store recovered: %+v, %v", res, err)
 		}
 	})
 }
