@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -32,6 +33,9 @@ import (
 //     inbox), and through a JSON-RPC peer pair on an in-memory pipe, the
 //     16 callers on one server's connection as a busy server sends them,
 //     against the store's AddMessages of the same messages.
+//   - BenchmarkReplay1M against BenchmarkBareScan1M: a registry replaying
+//     a log of 1,000,000 decisions into its state at start, against the
+//     same SELECT scanned into variables.
 //   - BenchmarkQueue10k against BenchmarkDirectCalls10k: carrying out the
 //     decision of each of 10,000 channels through their lifecycle queues,
 //     against the same 10,000 requests sent from 10,000 goroutines with no
@@ -242,3 +246,111 @@ func BenchmarkDirectCalls10k(b *testing.B) {
 type noLifecycle struct{ instant }
 
 func (*noLifecycle) Has(capability string) bool { return capability != "channels.lifecycle" }
+
+// The replay benchmarks share one file of replayRecords decisions across
+// 10,000 channels, built once a run.
+const replayRecords = 1_000_000
+
+var replayFile = struct {
+	once sync.Once
+	path string
+	err  error
+}{}
+
+func replayPath(b *testing.B) string {
+	replayFile.once.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpl-replay-")
+		if err != nil {
+			replayFile.err = err
+			return
+		}
+		replayFile.path = filepath.Join(dir, "host.db")
+		st, err := sqlite.Open(replayFile.path, nil)
+		if err != nil {
+			replayFile.err = err
+			return
+		}
+		defer st.Close()
+		states := [2]store.State{store.Open, store.Closed}
+		at := time.Unix(1_780_000_000, 0)
+		for i := 0; i < replayRecords; i += 10000 {
+			recs := make([]store.Record, 10000)
+			for j := range recs {
+				k := i + j
+				recs[j] = store.Record{Kind: store.KindDecision, Server: "s", Channel: fmt.Sprintf("room-%d", k%10000), State: states[k%2], Source: SourceAgentTool, At: at}
+			}
+			if _, err := st.Append(context.Background(), recs...); err != nil {
+				replayFile.err = err
+				return
+			}
+		}
+	})
+	if replayFile.err != nil {
+		b.Fatal(replayFile.err)
+	}
+	return replayFile.path
+}
+
+func BenchmarkReplay1M(b *testing.B) {
+	st, err := sqlite.Open(replayPath(b), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		reg, err := New(Options{Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(reg.Decisions()); n != 10000 {
+			b.Fatalf("%d decisions, want 10000", n)
+		}
+		reg.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*replayRecords), "ns/record")
+}
+
+func BenchmarkBareScan1M(b *testing.B) {
+	db, err := sql.Open("sqlite", "file:"+replayPath(b)+"?mode=ro&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	q, err := db.Prepare(`SELECT seq, kind, server, channel, state, source, message_id, acknowledgment, at FROM log ORDER BY seq`)
+	if err != nil {
+		b.Skipf("the log table's shape changed: %v", err)
+	}
+	defer q.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		rows, err := q.Query()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var (
+			seq                                              int64
+			kind, server, channel, state, source, msgID, ack string
+			at                                               sql.NullInt64
+			n                                                int
+		)
+		for rows.Next() {
+			if err := rows.Scan(&seq, &kind, &server, &channel, &state, &source, &msgID, &ack, &at); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		rows.Close()
+		if n != replayRecords {
+			b.Fatalf("scanned %d records, want %d", n, replayRecords)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*replayRecords), "ns/record")
+}
+
+// TestMain's cleanup removes the replay file (bench_test.go builds it).
+func removeReplayFile() {
+	if replayFile.path != "" {
+		os.RemoveAll(filepath.Dir(replayFile.path))
+	}
+}
