@@ -14,7 +14,6 @@ package channels
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -389,6 +388,3 @@ const (
 )
 
 func (e *lifecycleError) Error() string { return e.text }
-
-// raw is a JSON value kept as sent.
-type raw = json.RawMessage

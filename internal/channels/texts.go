@@ -109,8 +109,6 @@ func textAlreadyOpenDecline(id string) string {
 	return fmt.Sprintf("Channel is already open: %s. Use channel_close to leave it.", id)
 }
 
-const textAckNotPosted = "The channel integration could not post the acknowledgment."
-
 // Why a channel is selected for opening after a failed incidental open.
 const (
 	SelectedUnrecorded         = "unrecorded"
