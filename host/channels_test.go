@@ -23,14 +23,15 @@ import (
 
 // channelRig is a host on a store file, with the channel server "chat".
 type channelRig struct {
-	t    *testing.T
-	path string
-	st   *sqlite.DB
-	h    *host.Host
+	t     *testing.T
+	path  string
+	entry string // more of the server's config entry
+	st    *sqlite.DB
+	h     *host.Host
 }
 
-func newChannelRig(t *testing.T) *channelRig {
-	r := &channelRig{t: t, path: filepath.Join(t.TempDir(), "host.db")}
+func newChannelRig(t *testing.T, entry ...string) *channelRig {
+	r := &channelRig{t: t, path: filepath.Join(t.TempDir(), "host.db"), entry: strings.Join(entry, "\n")}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
@@ -49,7 +50,7 @@ func (r *channelRig) start() {
 		r.t.Fatal(err)
 	}
 	r.st, r.h = st, h
-	if err := h.Connect(r.t.Context(), server(r.t, "id: chat\ncommand: "+list(chanserver.Binary(r.t)))); err != nil {
+	if err := h.Connect(r.t.Context(), server(r.t, "id: chat\ncommand: "+list(chanserver.Binary(r.t))+"\n"+r.entry)); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -293,5 +294,28 @@ func TestChannelCloseKeepsConfiguredDeadline(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("channel_close took %v, want about the 1 s deadline", d)
+	}
+}
+
+// TestChannelSubscriptionPolicy: the server's channels.subscription
+// selects a channel for opening when it registers, as the config says.
+func TestChannelSubscriptionPolicy(t *testing.T) {
+	r := newChannelRig(t, "channels: {subscription: [c]}")
+	r.register(false)
+	r.waitLog("open c")
+	if got := r.decision(); got != "open/subscription-policy" {
+		t.Errorf("decision = %s, want open/subscription-policy", got)
+	}
+}
+
+// TestChannelSendToolsConfigured: only the tools channels.sendTools names
+// open a closed channel they post into.
+func TestChannelSendToolsConfigured(t *testing.T) {
+	r := newChannelRig(t, "channels: {sendTools: []}")
+	r.register(false)
+	r.waitLog("close c")
+	r.must("chat--send_message", `{"channelId":"c","text":"hi"}`)
+	if got := r.decision(); got != "closed/default-closed" {
+		t.Errorf("decision = %s, want closed/default-closed: send_message is not a send tool here", got)
 	}
 }
