@@ -1,0 +1,193 @@
+// Package content classifies the content blocks servers send, for every
+// lane that shows them to an agent (channel messages, push events, tool
+// results, context injections): one classifier, one set of markers for
+// what can't be shown (markers.go), the reference testimony of RFC-005
+// and its model-visible stub (reference.go), and the closure of event tags
+// (SPEC §16, tags.go). It is pure: no I/O, no clocks but the one a caller
+// passes.
+package content
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcpl-go/mcpl/internal/term"
+)
+
+// Kind is what a block is to an agent.
+type Kind int
+
+// Block kinds.
+const (
+	// KindMarker: the block can't be shown; Text is its marker.
+	KindMarker Kind = iota
+	// KindText: Text is the text.
+	KindText
+	// KindImage, KindAudio: inline media, MimeType and Data (base64).
+	KindImage
+	KindAudio
+	// KindReference: an RFC-005 reference (a resource block, or an
+	// image or audio block in uri form); Ref is its testimony.
+	KindReference
+)
+
+// Block is one classified content block.
+type Block struct {
+	Kind Kind
+	// Text is a text block's text, or a marker.
+	Text string
+	// MimeType and Data are inline media's.
+	MimeType, Data string
+	// Media is the block's type for a reference in image or audio form
+	// ("image", "audio"; "" for a resource).
+	Media string
+	// Ref is a reference's testimony.
+	Ref *Testimony
+}
+
+// MaxURIChars bounds a reference's link, in characters (RFC-005 §8).
+const MaxURIChars = 4096
+
+// Classify reads one content block as it arrived. It never fails: a block
+// this host can't show is a KindMarker with the marker saying why.
+func Classify(raw json.RawMessage) Block {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return marker(MarkerUnreadable)
+	}
+	typ, ok := stringField(fields, "type")
+	if !ok || Label(typ) == "" {
+		return marker(MarkerNoType)
+	}
+	switch typ {
+	case "text":
+		text, ok := stringField(fields, "text")
+		if !ok {
+			return marker(MarkerTextUnreadable)
+		}
+		return Block{Kind: KindText, Text: text}
+	case "image", "audio":
+		return classifyMedia(typ, fields)
+	case "resource":
+		uri, ok := stringField(fields, "uri")
+		if !ok || uri == "" {
+			return marker(MarkerReferenceNoLink)
+		}
+		return reference("", fields)
+	}
+	return marker(MarkerUnknownType(Label(typ)))
+}
+
+// classifyMedia reads an image or audio block: inline data with a media
+// type; a link (a reference, RFC-005 §8); or neither.
+func classifyMedia(typ string, fields map[string]json.RawMessage) Block {
+	data, hasData := stringField(fields, "data")
+	uri, hasURI := stringField(fields, "uri")
+	_, hasDisposition := fields["disposition"]
+	noMediaType, noData := MarkerImageNoMediaType, MarkerImageNoData
+	if typ == "audio" {
+		noMediaType, noData = MarkerAudioNoMediaType, MarkerAudioNoData
+	}
+	switch {
+	case hasData && (hasURI || hasDisposition):
+		// Inline data that also claims a link or a bulk disposition:
+		// fail closed (RFC-005 §8.1). Any string uri counts, an empty
+		// one included.
+		return marker(MarkerWithheld)
+	case hasData:
+		mime, _ := stringField(fields, "mimeType")
+		if mime == "" {
+			return marker(noMediaType)
+		}
+		return Block{Kind: mediaKind(typ), MimeType: mime, Data: data}
+	case hasURI && uri != "":
+		return reference(typ, fields)
+	}
+	// No data, and no link (an empty one is none).
+	return marker(noData)
+}
+
+func mediaKind(typ string) Kind {
+	if typ == "audio" {
+		return KindAudio
+	}
+	return KindImage
+}
+
+// reference reads a block in reference form: a link too long rejects the
+// block whole.
+func reference(media string, fields map[string]json.RawMessage) Block {
+	t := readTestimony(fields)
+	if utf8.RuneCountInString(t.URI) > MaxURIChars {
+		return marker(MarkerReferenceLong)
+	}
+	return Block{Kind: KindReference, Media: media, Ref: &t}
+}
+
+func marker(text string) Block { return Block{Kind: KindMarker, Text: text} }
+
+// stringField reads fields[key] as a string: ok is false when it is
+// missing or not a string.
+func stringField(fields map[string]json.RawMessage, key string) (string, bool) {
+	v, present := fields[key]
+	if !present {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// MaxLabelRunes bounds a label a server's string becomes in agent text.
+const MaxLabelRunes = 40
+
+// Label makes a server's short string (a block's type) safe and short for
+// an agent's text: dangerous runes (term's set) are dropped, spaces
+// collapsed, and it is cut to MaxLabelRunes with "…". It is "" when
+// nothing printable is left.
+func Label(s string) string {
+	return bound(clean(s), MaxLabelRunes)
+}
+
+// clean drops what term would escape (controls, bidirectional controls,
+// invalid UTF-8) and collapses runs of white space to one space.
+func clean(s string) string {
+	var b strings.Builder
+	space := false
+	for i, r := range s {
+		if r == utf8.RuneError && !validAt(s, i) {
+			continue
+		}
+		if term.Line(string(r)) != string(r) {
+			space = space || r == '\t' || r == '\n' || r == '\r'
+			continue
+		}
+		if r == ' ' || r == '\u00a0' {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func validAt(s string, i int) bool {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return r != utf8.RuneError || n > 1
+}
+
+// bound cuts s to n runes, marking the cut with "…".
+func bound(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return strings.TrimRight(string(runes[:n-1]), " ") + "…"
+}

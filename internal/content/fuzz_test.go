@@ -1,0 +1,61 @@
+package content
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/term"
+)
+
+// printable reports whether s holds nothing term would escape: no
+// control, bidirectional control or invalid UTF-8.
+func printable(s string) bool { return term.Line(s) == s }
+
+// FuzzClassify: any bytes classify without a panic; a marker never holds a
+// control or bidirectional character, whatever type label it quotes.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"text","text":"hi"}`, `{"type":"image","data":"AA","mimeType":"image/png"}`,
+		`{"type":"vi\u001bdeo"}`, `{"type":"\u202e"}`, `{"type":"resource","uri":"https://x/a","name":"a"}`,
+		`{"type":"image","uri":"","data":"AA"}`, `[1]`, `"x"`, `{"type":"audio"}`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		b := Classify(json.RawMessage(raw))
+		if b.Kind == KindMarker && !printable(b.Text) {
+			t.Errorf("marker %q holds a control character", b.Text)
+		}
+		if b.Kind == KindReference && b.Ref == nil {
+			t.Error("a reference without testimony")
+		}
+	})
+}
+
+// FuzzStub: a stub never holds its link, stays within its bound, and
+// holds no control or bidirectional character, whatever the server sent.
+func FuzzStub(f *testing.F) {
+	f.Add("https://x/a?sig=s", "a.wav", "audio/wav", int64(12), "2030-01-01T00:00:00Z", "never")
+	f.Add("https://x/a", "see https://x/a", "\u202eaudio", int64(-1), "soon", "ref")
+	f.Add("a", "a\x00b\x1b[2J", "x", int64(0), "", "")
+	f.Fuzz(func(t *testing.T, uri, name, mime string, size int64, expires, disposition string) {
+		block, _ := json.Marshal(map[string]any{"type": "resource", "uri": uri, "name": name, "mimeType": mime,
+			"sizeBytes": size, "expiresAt": expires, "disposition": disposition})
+		b := Classify(block)
+		if b.Kind != KindReference {
+			return
+		}
+		s := Stub("ref_1", b.Ref, ProvenanceToolResult, Tail(b.Ref, true, time.Unix(1_780_000_000, 0)))
+		if n := len([]rune(s)); n > MaxStubRunes {
+			t.Errorf("stub is %d runes, over %d", n, MaxStubRunes)
+		}
+		if len(uri) >= 8 && strings.Contains(s, uri) {
+			t.Errorf("stub %q holds the link %q", s, uri)
+		}
+		if !printable(s) {
+			t.Errorf("stub %q holds a control character", s)
+		}
+	})
+}

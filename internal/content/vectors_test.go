@@ -1,0 +1,156 @@
+package content
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The upstream bulk-reference vectors (testdata/bulk-reference-vectors.json,
+// copied unchanged from the MCPL spec repository's conformance/), consumed
+// as data: every "render" case here, each by its id. The "fetch" and
+// "registry" cases need fetch_reference and the reference registry.
+
+type vectorFile struct {
+	Format string       `json:"format"`
+	Cases  []vectorCase `json:"cases"`
+}
+
+type vectorCase struct {
+	ID        string            `json:"id"`
+	Operation string            `json:"operation"`
+	Blocks    []json.RawMessage `json:"blocks"`
+	Expect    struct {
+		Stub          bool     `json:"stub"`
+		Hidden        []string `json:"hidden"`
+		Includes      []string `json:"includes"`
+		MissingFields []string `json:"missingFields"`
+		Bounded       bool     `json:"bounded"`
+		Kind          string   `json:"kind"`
+		DisplayField  string   `json:"displayField"`
+	} `json:"expect"`
+}
+
+// vectorOrigin stands in for $ORIGIN: render cases make no request.
+const vectorOrigin = "https://127.0.0.1:8443"
+
+// expand substitutes $ORIGIN and $CASE and expands {"$repeat", "count"}.
+func expand(t *testing.T, raw json.RawMessage, id string) json.RawMessage {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return strings.ReplaceAll(strings.ReplaceAll(x, "$ORIGIN", vectorOrigin), "$CASE", url.PathEscape(id))
+		case map[string]any:
+			if s, ok := x["$repeat"].(string); ok {
+				return strings.Repeat(s, int(x["count"].(float64)))
+			}
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	b, err := json.Marshal(walk(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBulkReferenceVectors(t *testing.T) {
+	b, err := os.ReadFile("testdata/bulk-reference-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f vectorFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Format != "mcpl-bulk-references-1" || len(f.Cases) != 43 {
+		t.Fatalf("format %q with %d cases; this test reads mcpl-bulk-references-1 with 43", f.Format, len(f.Cases))
+	}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	rendered := 0
+	for _, c := range f.Cases {
+		t.Run(c.ID, func(t *testing.T) {
+			if c.Operation != "render" {
+				t.Skipf("%s case: needs fetch_reference and the reference registry, not built yet", c.Operation)
+			}
+			rendered++
+			var view []string
+			stubs, refs := 0, []*Testimony{}
+			for _, raw := range c.Blocks {
+				blk := Classify(expand(t, raw, c.ID))
+				switch blk.Kind {
+				case KindReference:
+					stubs++
+					refs = append(refs, blk.Ref)
+					view = append(view, Stub("ref_1", blk.Ref, ProvenancePushEvent, Tail(blk.Ref, true, now)))
+				case KindImage, KindAudio:
+					view = append(view, "<"+blk.MimeType+" inline>") // inline media goes to the model as media, not text
+				default:
+					view = append(view, blk.Text)
+				}
+				if c.Expect.Kind == "invalid" && blk.Kind != KindMarker {
+					t.Errorf("kind %d, want the block rejected (a marker)", blk.Kind)
+				}
+			}
+			text := strings.Join(view, "\n")
+			if got := stubs > 0; got != c.Expect.Stub {
+				t.Errorf("stub = %v, want %v: %q", got, c.Expect.Stub, text)
+			}
+			for _, h := range c.Expect.Hidden {
+				h = strings.ReplaceAll(h, "$ORIGIN", vectorOrigin)
+				if strings.Contains(text, h) {
+					t.Errorf("model-visible text holds %q: %q", h, text)
+				}
+			}
+			for _, s := range c.Expect.Includes {
+				if !strings.Contains(text, s) {
+					t.Errorf("model-visible text lacks %q: %q", s, text)
+				}
+			}
+			for _, field := range c.Expect.MissingFields {
+				if len(refs) != 1 || !contains(refs[0].Rejected, field) {
+					t.Errorf("%s not treated as absent: %+v", field, refs)
+				}
+			}
+			if c.Expect.Bounded && len([]rune(text)) > MaxStubRunes {
+				t.Errorf("stub is %d runes, over %d", len([]rune(text)), MaxStubRunes)
+			}
+			if f := c.Expect.DisplayField; f != "" {
+				var fields map[string]json.RawMessage
+				json.Unmarshal(expand(t, c.Blocks[0], c.ID), &fields)
+				v, _ := stringField(fields, f)
+				if !strings.Contains(text, v[:20]) {
+					t.Errorf("the stub doesn't show %s: %q", f, text)
+				}
+			}
+		})
+	}
+	if rendered == 0 {
+		t.Error("no render case ran")
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
