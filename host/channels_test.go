@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/chanserver"
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/store"
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
@@ -317,5 +318,61 @@ func TestChannelSendToolsConfigured(t *testing.T) {
 	r.must("chat--send_message", `{"channelId":"c","text":"hi"}`)
 	if got := r.decision(); got != "closed/default-closed" {
 		t.Errorf("decision = %s, want closed/default-closed: send_message is not a send tool here", got)
+	}
+}
+
+// TestChannelIncomingMarkers: a message from a real server carrying every
+// malformed block shape is kept, and reads as exactly the markers; one
+// that shows nothing is refused.
+func TestChannelIncomingMarkers(t *testing.T) {
+	r := newChannelRig(t)
+	r.register(false)
+	shapes := `[{"type":"text","text":"look:"},"not a block",{"text":"no type"},{"type":"video"},{"type":"text"},` +
+		`{"type":"image","data":"AAAA"},{"type":"image"},{"type":"image","uri":""},{"type":"audio","data":"AAAA"},{"type":"audio"},` +
+		`{"type":"resource","name":"a.wav"},{"type":"resource","uri":"https://x/` + strings.Repeat("a", 4096) + `"},` +
+		`{"type":"image","data":"AAAA","mimeType":"image/png","uri":"https://x/a"}]`
+	out := r.must("chat--incoming", `{"channelId":"c","messageId":"m1","content":`+shapes+`}`)
+	if !strings.Contains(out, `"accepted":true`) {
+		t.Fatalf("incoming: %s", out)
+	}
+	out = r.must("chat--incoming", `{"channelId":"c","messageId":"m2","content":[{"type":"text","text":"   "}]}`)
+	if !strings.Contains(out, `"reason":"empty-content"`) {
+		t.Errorf("an empty message: %s", out)
+	}
+	r.stop()
+	st, err := sqlite.Open(r.path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var got []string
+	st.Messages(context.Background(), 0, func(m store.Message) error {
+		var body struct {
+			Content json.RawMessage `json:"content"`
+		}
+		json.Unmarshal(m.Body, &body)
+		blocks, _ := content.Blocks(body.Content)
+		for _, p := range (content.Lane{Server: m.Server, Provenance: content.ProvenanceChannelMessage}).View(blocks) {
+			got = append(got, p.Text)
+		}
+		return nil
+	})
+	want := []string{
+		"look:",
+		"[Content not shown: a part arrived in a form this host can't read.]",
+		"[Content not shown: a part arrived with no type.]",
+		`[Content not shown: this host can't display "video" content.]`,
+		"[Text not shown: a text part arrived without readable text.]",
+		"[Image not shown: its data arrived without a media type.]",
+		"[Image not shown: it arrived with no usable data or link.]",
+		"[Image not shown: it arrived with no usable data or link.]",
+		"[Audio not shown: its data arrived without a media type.]",
+		"[Audio not shown: it arrived with no usable inline data.]",
+		"[Reference not shown: it arrived without a link.]",
+		"[Reference not shown: its link is longer than this host accepts.]",
+		"[Content not shown: its inline data arrived marked as a reference too, so this host withheld it.]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the kept message reads\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

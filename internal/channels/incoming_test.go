@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,16 +48,16 @@ func TestRegisterIncoming(t *testing.T) {
 		ctx := context.Background()
 		long := strings.Repeat("m", MaxIDBytes+1)
 		res, err := rg.reg.Incoming(ctx, "s", rawMsgs(
-			`{"channelId":"c","messageId":"m1","threadId":"t1","text":"one"}`,
-			`{"channelId":"d","messageId":"m2"}`,
-			`{"channelId":"x","messageId":"m3"}`,
+			`{"channelId":"c","messageId":"m1","threadId":"t1","content":"one"}`,
+			`{"channelId":"d","messageId":"m2","content":"hi"}`,
+			`{"channelId":"x","messageId":"m3","content":"hi"}`,
 			`{"channelId":"c"}`,
-			`{"messageId":"m4"}`,
-			`{"channelId":"c","messageId":""}`,
+			`{"messageId":"m4","content":"hi"}`,
+			`{"channelId":"c","messageId":"","content":"hi"}`,
 			`"not an object"`,
-			`{"channelId":"c","messageId":"`+long+`"}`,
-			`{"channelId":"c","messageId":"m1"}`,
-			`{"channelId":"c","messageId":"m5"}`,
+			`{"channelId":"c","messageId":"`+long+`","content":"hi"}`,
+			`{"channelId":"c","messageId":"m1","content":"hi"}`,
+			`{"channelId":"c","messageId":"m5","content":"hi"}`,
 		))
 		if err != nil {
 			t.Fatal(err)
@@ -85,12 +87,12 @@ func TestRegisterIncoming(t *testing.T) {
 			}
 			return nil
 		})
-		if first.ThreadID != "t1" || string(first.Body) != `{"channelId":"c","messageId":"m1","threadId":"t1","text":"one"}` {
+		if first.ThreadID != "t1" || string(first.Body) != `{"channelId":"c","messageId":"m1","threadId":"t1","content":"one"}` {
 			t.Errorf("first message = %+v", first)
 		}
 
 		// Sent again: accepted, kept once.
-		res, err = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`, `{"channelId":"c","messageId":"m6"}`))
+		res, err = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"c","messageId":"m1","content":"hi"}`, `{"channelId":"c","messageId":"m6","content":"hi"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,14 +105,14 @@ func TestRegisterIncoming(t *testing.T) {
 
 		// Another server's channel c is not this one's.
 		rg.reg.AddServer("t", newDouble(t, "channels.register"), ServerConfig{})
-		res, _ = rg.reg.Incoming(ctx, "t", rawMsgs(`{"channelId":"c","messageId":"m7"}`))
+		res, _ = rg.reg.Incoming(ctx, "t", rawMsgs(`{"channelId":"c","messageId":"m7","content":"hi"}`))
 		if res.Results[0].Accepted {
 			t.Errorf("t's message into s's channel accepted: %+v", res.Results)
 		}
 
 		// A removed channel takes no more.
 		rg.reg.Changed("s", protocol.ChannelsChangedParams{Removed: []string{"d"}}, false)
-		res, _ = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"d","messageId":"m8"}`))
+		res, _ = rg.reg.Incoming(ctx, "s", rawMsgs(`{"channelId":"d","messageId":"m8","content":"hi"}`))
 		if res.Results[0].Accepted || res.Results[0].Reason != `unknown channel "d" — register it first (§14.5)` {
 			t.Errorf("message into a removed channel = %+v", res.Results)
 		}
@@ -148,7 +150,7 @@ func TestRegisterIncomingStoreFails(t *testing.T) {
 		rg.st.Store = inbox
 		rg.registered("c")
 		inbox.setFail(true)
-		res, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`, `{"channelId":"x","messageId":"m2"}`))
+		res, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1","content":"hi"}`, `{"channelId":"x","messageId":"m2","content":"hi"}`))
 		var perr *protocol.Error
 		if !errors.As(err, &perr) || perr.Code != protocol.CodeInternalError ||
 			perr.Message != "this host could not store the messages; none was accepted: send them again later" {
@@ -163,9 +165,43 @@ func TestRegisterIncomingStoreFails(t *testing.T) {
 		if got := inboxIDs(t, inbox); len(got) != 0 {
 			t.Errorf("inbox = %v", got)
 		}
-		res, err = rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1"}`))
+		res, err = rg.reg.Incoming(context.Background(), "s", rawMsgs(`{"channelId":"c","messageId":"m1","content":"hi"}`))
 		if err != nil || !res.Results[0].Accepted {
 			t.Errorf("after the store recovered: %+v, %v", res, err)
+		}
+	})
+}
+
+// TestIncomingEmptyContent: a message that shows an agent nothing is
+// refused with reason empty-content; blocks this host can't show still
+// count, as their markers say something.
+func TestIncomingEmptyContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		rg.registered("c")
+		res, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(
+			`{"channelId":"c","messageId":"m1","content":[]}`,
+			`{"channelId":"c","messageId":"m2"}`,
+			`{"channelId":"c","messageId":"m3","content":[{"type":"text","text":"  "}]}`,
+			`{"channelId":"c","messageId":"m4","content":"  "}`,
+			`{"channelId":"c","messageId":"m5","content":{"type":"text","text":"hi"}}`,
+			`{"channelId":"c","messageId":"m6","content":[{"type":"video"}]}`,
+			`{"channelId":"c","messageId":"m7","content":"hello"}`,
+		))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range res.Results {
+			got = append(got, fmt.Sprintf("%s %v %s", r.MessageID, r.Accepted, r.Reason))
+		}
+		want := []string{"m1 false empty-content", "m2 false empty-content", "m3 false empty-content", "m4 false empty-content",
+			"m5 false empty-content", "m6 true ", "m7 true "}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("results (-want +got):\n%s", diff)
+		}
+		if got := inboxIDs(t, rg.st); !slices.Equal(got, []string{"s/c/m6", "s/c/m7"}) {
+			t.Errorf("inbox = %v", got)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -340,9 +341,10 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 	now := r.opts.Now().UTC()
 	for i, m := range raw {
 		var msg struct {
-			ChannelID *string `json:"channelId"`
-			MessageID *string `json:"messageId"`
-			ThreadID  *string `json:"threadId"`
+			ChannelID *string         `json:"channelId"`
+			MessageID *string         `json:"messageId"`
+			ThreadID  *string         `json:"threadId"`
+			Content   json.RawMessage `json:"content"`
 		}
 		err := json.Unmarshal(m, &msg)
 		switch {
@@ -356,6 +358,12 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 		in.results[i].MessageID = *msg.MessageID
 		if !r.registered(Key{server, *msg.ChannelID}) {
 			in.results[i].Reason = fmt.Sprintf("unknown channel %q — register it first (§14.5)", cut(*msg.ChannelID))
+			continue
+		}
+		// A message that shows an agent nothing is refused: blocks this
+		// host can't show still count, as their markers say something.
+		if blocks, ok := content.Blocks(msg.Content); !ok || !content.Visible(content.Lane{}.View(blocks)) {
+			in.results[i].Reason = content.ReasonEmptyContent
 			continue
 		}
 		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID), Body: m, At: now})

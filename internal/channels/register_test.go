@@ -182,7 +182,7 @@ func TestRegisterServeRequests(t *testing.T) {
 		}
 
 		var inc protocol.ChannelsIncomingResult
-		err = peer.Call(ctx, protocol.MethodChannelsIncoming, json.RawMessage(`{"messages":[{"channelId":"a","messageId":"m1","text":"hi"},{"channelId":"x","messageId":"m2"}]}`), &inc)
+		err = peer.Call(ctx, protocol.MethodChannelsIncoming, json.RawMessage(`{"messages":[{"channelId":"a","messageId":"m1","text":"hi","content":"hi"},{"channelId":"x","messageId":"m2","content":"hi"}]}`), &inc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestRegisterServeNotifications(t *testing.T) {
 		}
 
 		// channels/incoming as a notification is dropped whole.
-		_, err, handled = rg.reg.Serve(ctx, "s", &wire.Request{Method: protocol.MethodChannelsIncoming, Params: json.RawMessage(`{"messages":[{"channelId":"a","messageId":"m1"}]}`)})
+		_, err, handled = rg.reg.Serve(ctx, "s", &wire.Request{Method: protocol.MethodChannelsIncoming, Params: json.RawMessage(`{"messages":[{"channelId":"a","messageId":"m1","content":"hi"}]}`)})
 		if !handled || err != nil {
 			t.Errorf("incoming notification = %v, %v", err, handled)
 		}

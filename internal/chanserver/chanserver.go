@@ -20,7 +20,8 @@
 //	release {channelId, method, answer}  answers the oldest held open or close (ok | fail)
 //	held {channelId, method}      waits (up to 30 s) until such a request is held; answers its count
 //	log {}                        the requests received, in order: "open c", "close c", "publish c: text"
-//	incoming {channelId, messageId, text}  sends channels/incoming; answers the host's result
+//	incoming {channelId, messageId, text, content}  sends channels/incoming (content, raw, in place
+//	                              of a text block when given); answers the host's result
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
 package chanserver
 
@@ -196,6 +197,7 @@ type toolArgs struct {
 	Answer    string          `json:"answer"`
 	MessageID string          `json:"messageId"`
 	Text      string          `json:"text"`
+	Content   json.RawMessage `json:"content"`
 }
 
 func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error) {
@@ -260,8 +262,11 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		defer srv.mu.Unlock()
 		return result(append([]string{}, srv.log...))
 	case "incoming":
-		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": "Ada"},
-			"content": []map[string]string{{"type": "text", "text": a.Text}}}
+		var body any = []map[string]string{{"type": "text", "text": a.Text}}
+		if len(a.Content) > 0 {
+			body = a.Content // as the test wrote it, malformed or not
+		}
+		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": "Ada"}, "content": body}
 		return result(srv.send(ctx, protocol.MethodChannelsIncoming, map[string]any{"messages": []any{msg}}))
 	case "send_message":
 		srv.mu.Lock()

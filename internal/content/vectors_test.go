@@ -2,6 +2,7 @@ package content
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -20,10 +21,11 @@ type vectorFile struct {
 }
 
 type vectorCase struct {
-	ID        string            `json:"id"`
-	Operation string            `json:"operation"`
-	Blocks    []json.RawMessage `json:"blocks"`
-	Expect    struct {
+	ID            string            `json:"id"`
+	Operation     string            `json:"operation"`
+	Blocks        []json.RawMessage `json:"blocks"`
+	Registrations int               `json:"registrations"`
+	Expect        struct {
 		Stub          bool     `json:"stub"`
 		Hidden        []string `json:"hidden"`
 		Includes      []string `json:"includes"`
@@ -86,8 +88,12 @@ func TestBulkReferenceVectors(t *testing.T) {
 	rendered := 0
 	for _, c := range f.Cases {
 		t.Run(c.ID, func(t *testing.T) {
-			if c.Operation != "render" {
-				t.Skipf("%s case: needs fetch_reference and the reference registry, not built yet", c.Operation)
+			switch c.Operation {
+			case "fetch":
+				t.Skip("fetch case: needs fetch_reference, not built yet")
+			case "registry":
+				registryCase(t, c)
+				return
 			}
 			rendered++
 			var view []string
@@ -153,4 +159,42 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// registryCase registers the case's block, then as many other references
+// as the case says (past DefaultMaxRefs), registers the block again, and
+// looks up the old id and an unknown one: both are misses, and the new id
+// is not the old.
+func registryCase(t *testing.T, c vectorCase) {
+	blk := Classify(expand(t, c.Blocks[0], c.ID))
+	if blk.Kind != KindReference {
+		t.Fatalf("block = %+v", blk)
+	}
+	refs := NewRefs(0)
+	first := refs.Register(*blk.Ref, "s", ProvenancePushEvent)
+	if again := refs.Register(*blk.Ref, "s", ProvenancePushEvent); again.ID != first.ID {
+		t.Fatalf("registered twice: %s then %s", first.ID, again.ID)
+	}
+	if c.Registrations <= DefaultMaxRefs {
+		t.Fatalf("registrations %d don't exceed the bound %d", c.Registrations, DefaultMaxRefs)
+	}
+	for i := range c.Registrations {
+		refs.Register(Testimony{URI: fmt.Sprintf("%s/other/%d", vectorOrigin, i)}, "s", ProvenancePushEvent)
+	}
+	if _, ok := refs.Lookup(first.ID); ok {
+		t.Errorf("the evicted id %s still resolves", first.ID)
+	}
+	back := refs.Register(*blk.Ref, "s", ProvenancePushEvent)
+	if back.ID == first.ID {
+		t.Errorf("re-registered under the old id %s", back.ID)
+	}
+	if _, ok := refs.Lookup("ref_unknown_zzzz"); ok {
+		t.Error("an unknown id resolves")
+	}
+	stub := Stub(back.ID, &back.Testimony, ProvenancePushEvent, TailFetch)
+	for _, h := range c.Expect.Hidden {
+		if h = strings.ReplaceAll(h, "$ORIGIN", vectorOrigin); strings.Contains(stub, h) {
+			t.Errorf("stub %q holds %q", stub, h)
+		}
+	}
 }
