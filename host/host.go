@@ -46,6 +46,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -72,7 +73,8 @@ type Host struct {
 	log      *slog.Logger
 	lookup   func(string) (string, bool)
 	channels *channels.Registry
-	ownStore store.Store // a store New made, closed by Close
+	refs     *content.Refs // the references servers delivered (RFC-005)
+	ownStore store.Store   // a store New made, closed by Close
 
 	mu         sync.Mutex
 	servers    map[string]*server // the registry: handshake done
@@ -146,6 +148,7 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.channels = reg
+	h.refs = content.NewRefs(0)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }

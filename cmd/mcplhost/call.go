@@ -134,12 +134,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	printer{stdout}.linef("ok")
-	if text := res.Text(); text != "" || len(res.Content) == 0 {
-		printer{stdout}.block(text, "")
-	} else {
-		b, _ := json.Marshal(res.Content)
-		printer{stdout}.linef("%s", b)
-	}
+	printer{stdout}.block(h.ResultText(tool, res), "")
 	return exitOK
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -287,15 +287,12 @@ func (p *probe) call(ctx context.Context, sess *session.Session, c probeCall, de
 	if err != nil {
 		return probeResult{Name: c.tool, Text: err.Error()}
 	}
-	text := res.Text()
 	if res.IsError {
-		return probeResult{Name: c.tool, ErrorResult: true, Text: strings.TrimSpace(text)}
+		return probeResult{Name: c.tool, ErrorResult: true, Text: strings.TrimSpace(res.Text())}
 	}
-	if text == "" && len(res.Content) > 0 {
-		b, _ := json.Marshal(res.Content)
-		text = string(b)
-	}
-	return probeResult{Name: c.tool, OK: true, Text: text}
+	// As a host shows a result to a reader of text, with no reference
+	// registry: a reference reads as one nothing can fetch from here.
+	return probeResult{Name: c.tool, OK: true, Text: content.PlainText(content.Lane{Provenance: content.ProvenanceToolResult}.View(res.Content))}
 }
 
 // waitFor listens for --wait, or until the connection ends or ctx does.

@@ -23,6 +23,7 @@
 //	incoming {channelId, messageId, text, content}  sends channels/incoming (content, raw, in place
 //	                              of a text block when given); answers the host's result
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
+//	content {content}             answers with a result whose content is the given value, as given
 package chanserver
 
 import (
@@ -56,6 +57,7 @@ var Tools = []protocol.Tool{
 	{Name: "log", Description: "The requests received."},
 	{Name: "incoming", Description: "Sends channels/incoming."},
 	{Name: "send_message", Description: "Posts a message into a channel."},
+	{Name: "content", Description: "Answers with the content it is given."},
 }
 
 type server struct {
@@ -268,6 +270,8 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		}
 		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": "Ada"}, "content": body}
 		return result(srv.send(ctx, protocol.MethodChannelsIncoming, map[string]any{"messages": []any{msg}}))
+	case "content":
+		return map[string]json.RawMessage{"content": a.Content}, nil
 	case "send_message":
 		srv.mu.Lock()
 		srv.log = append(srv.log, "send "+a.ChannelID+": "+a.Text)

@@ -112,3 +112,12 @@ func TestBlocksAndVisible(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainText(t *testing.T) {
+	parts := []Part{{Kind: KindText, Text: "a"}, {Kind: KindImage, MimeType: "image/png", Data: "iVBORw0KGgo="},
+		{Kind: KindAudio, MimeType: "audio/\u202ewav", Data: strings.Repeat("A", 4096)}, {Kind: KindText, Text: MarkerNoType}}
+	want := "a\n[inline image: image/png, 8 bytes]\n[inline audio: audio/wav, 3.0 KiB]\n" + MarkerNoType
+	if got := PlainText(parts); got != want {
+		t.Errorf("PlainText = %q\nwant %q", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package content
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -88,3 +89,29 @@ func Visible(parts []Part) bool {
 // ReasonEmptyContent is the reason a message or push with nothing visible
 // is refused (-32602).
 const ReasonEmptyContent = "empty-content"
+
+// PlainText renders parts for a reader that takes text only (a
+// terminal): each text part on its own, and a line for each inline image
+// or audio, which such a reader can't show. Parts are separated by line
+// breaks.
+func PlainText(parts []Part) string {
+	lines := make([]string, 0, len(parts))
+	for _, p := range parts {
+		switch p.Kind {
+		case KindImage, KindAudio:
+			what := "image"
+			if p.Kind == KindAudio {
+				what = "audio"
+			}
+			lines = append(lines, fmt.Sprintf("[inline %s: %s, %s]", what, Label(p.MimeType), humanBytes(decodedLen(p.Data))))
+		default:
+			lines = append(lines, p.Text)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// decodedLen is how many bytes base64 data holds, padding or not.
+func decodedLen(data string) int64 {
+	return int64(len(strings.TrimRight(data, "=")) * 3 / 4)
+}
