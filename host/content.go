@@ -1,7 +1,12 @@
 package host
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/fetchref"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -17,4 +22,55 @@ func (h *Host) ResultText(name string, res protocol.CallToolResult) string {
 	h.mu.Unlock()
 	lane := content.Lane{Server: id, Provenance: content.ProvenanceToolResult, Refs: h.refs}
 	return content.PlainText(lane.View(res.Content))
+}
+
+// ToolFetchReference is the host's tool that fetches a reference's
+// payload: the only way one is dereferenced.
+const ToolFetchReference = "fetch_reference"
+
+var fetchReferenceTool = protocol.Tool{
+	Name: ToolFetchReference,
+	Description: "Fetches the payload of a reference (the id in a stub like [ref_1_ab12] …) from the server that sent it, " +
+		"checks it, and saves it; answers with the saved file's path. max_bytes caps the fetch (default 256 MiB).",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"ref_id":{"type":"string"},"max_bytes":{"type":"integer","minimum":1}},"required":["ref_id"]}`),
+}
+
+// fetchServer tells the fetcher a server's dialed address and token.
+func (h *Host) fetchServer(id string) (fetchref.Server, bool) {
+	h.mu.Lock()
+	srv := h.servers[id]
+	h.mu.Unlock()
+	if srv == nil {
+		return fetchref.Server{}, false
+	}
+	s := fetchref.Server{URL: srv.cfg.URL}
+	if srv.cfg.URL != "" && srv.cfg.TokenEnv != "" {
+		tok, err := srv.cfg.Token(h.lookup)
+		if err != nil {
+			return fetchref.Server{}, false
+		}
+		s.Token = tok
+	}
+	return s, true
+}
+
+// callFetchReference runs fetch_reference: its answer is the saved file,
+// as JSON; a refusal is a *ToolError whose text says what happened.
+func (h *Host) callFetchReference(ctx context.Context, args json.RawMessage) (protocol.CallToolResult, error) {
+	var a struct {
+		RefID    string `json:"ref_id"`
+		MaxBytes int64  `json:"max_bytes"`
+	}
+	json.Unmarshal(args, &a)
+	res, err := h.fetcher.Fetch(ctx, a.RefID, a.MaxBytes)
+	if err != nil {
+		var r *fetchref.Refusal
+		te := &ToolError{Text: err.Error(), Outcome: OutcomeRefused, Err: err}
+		if errors.As(err, &r) && r.Dialed {
+			te.Outcome = OutcomeToolError
+		}
+		return protocol.CallToolResult{}, te
+	}
+	b, _ := json.Marshal(res)
+	return protocol.TextResult(string(b), false), nil
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/fetchref"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -61,6 +62,10 @@ type Options struct {
 	// LookupEnv reads environment variables (a server's token); nil means
 	// os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// RefsDir is where fetch_reference saves the payloads it fetches
+	// (created 0700 when first used); "" leaves it nowhere to save, so it
+	// refuses, saying so.
+	RefsDir string
 	// Store keeps channel decisions and the inbound-message inbox across
 	// restarts (store/sqlite opens a file); nil means a store in memory,
 	// which lasts as long as the host. New replays it. The caller closes a
@@ -74,7 +79,8 @@ type Host struct {
 	lookup   func(string) (string, bool)
 	channels *channels.Registry
 	refs     *content.Refs // the references servers delivered (RFC-005)
-	ownStore store.Store   // a store New made, closed by Close
+	fetcher  *fetchref.Fetcher
+	ownStore store.Store // a store New made, closed by Close
 
 	mu         sync.Mutex
 	servers    map[string]*server // the registry: handshake done
@@ -149,6 +155,7 @@ func New(opts Options) (*Host, error) {
 	}
 	h.channels = reg
 	h.refs = content.NewRefs(0)
+	h.fetcher = fetchref.New(fetchref.Options{Refs: h.refs, Server: h.fetchServer, Dir: opts.RefsDir, Logger: log})
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }

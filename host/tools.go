@@ -50,9 +50,9 @@ func (h *Host) Tools() []Tool {
 }
 
 // HostTools lists the host's own tools: the channel tools (channel_list,
-// channel_open, channel_close, channel_decline, channel_publish), which
-// CallTool runs by those names.
-func (h *Host) HostTools() []protocol.Tool { return channels.Tools() }
+// channel_open, channel_close, channel_decline, channel_publish) and
+// fetch_reference, which CallTool runs by those names.
+func (h *Host) HostTools() []protocol.Tool { return append(channels.Tools(), fetchReferenceTool) }
 
 // refreshNow lists a server's tools, following nextCursor, and keeps those
 // the policy allows; a server whose tools host policy denies, or that
@@ -160,8 +160,11 @@ func (r *refresher) stop() {
 // failed request and an error result are each a *ToolError whose text says
 // what happened, whether anything ran, and what works from there.
 func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
-	if channels.IsTool(name) {
+	switch {
+	case channels.IsTool(name):
 		return h.callChannelTool(ctx, name, args)
+	case name == ToolFetchReference:
+		return h.callFetchReference(ctx, args)
 	}
 	h.mu.Lock()
 	id, tool, ok := h.resolveLocked(name)

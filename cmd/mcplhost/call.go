@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,8 +23,9 @@ Starts the host from a configuration file, on the store the file names
 servers' connects to settle, calls TOOL with the JSON arguments through the
 same path an agent's call takes, prints "ok" and the result or "error: " and
 what a caller reads, and shuts down. TOOL is a server's tool
-(PREFIX--NAME) or one of the host's channel tools: channel_list,
-channel_open, channel_close, channel_decline, channel_publish.
+(PREFIX--NAME) or one of the host's own: channel_list, channel_open,
+channel_close, channel_decline, channel_publish, and fetch_reference (which
+saves payloads in refs/ beside the store).
 
 Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
 configuration errors.
@@ -112,7 +114,8 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer st.Close()
-	h, err := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level))), Store: st})
+	h, err := host.New(host.Options{Logger: slog.New(slog.NewTextHandler(stderr, logOptions(level))), Store: st,
+		RefsDir: filepath.Join(filepath.Dir(cfg.Store), "refs")})
 	if err != nil {
 		printer{stderr}.linef("mcplhost call: %v", err)
 		return exitFail

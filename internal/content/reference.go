@@ -206,7 +206,7 @@ func Stub(refID string, t *Testimony, provenance, tail string) string {
 	}
 	size := "size not claimed"
 	if t.HasSize {
-		size = "~" + humanBytes(t.SizeBytes) + " claimed"
+		size = "~" + SizeText(t.SizeBytes) + " claimed"
 	}
 	s := fmt.Sprintf("[%s] %s — %s, %s — %s — %s", bound(clean(refID), 32), name, mime, size,
 		bound(clean(provenance), stubProvenanceRunes), bound(clean(tail), stubTailRunes))
@@ -221,8 +221,8 @@ func Stub(refID string, t *Testimony, provenance, tail string) string {
 // shorter ones ("a") are not links a label could leak.
 const minWithheldLink = 8
 
-// humanBytes renders a byte count: "12 bytes", "4.0 MiB".
-func humanBytes(n int64) string {
+// SizeText renders a byte count: "12 bytes", "4.0 MiB".
+func SizeText(n int64) string {
 	if n < 1024 {
 		if n == 1 {
 			return "1 byte"

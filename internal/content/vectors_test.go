@@ -12,8 +12,8 @@ import (
 
 // The upstream bulk-reference vectors (testdata/bulk-reference-vectors.json,
 // copied unchanged from the MCPL spec repository's conformance/), consumed
-// as data: every "render" case here, each by its id. The "fetch" and
-// "registry" cases need fetch_reference and the reference registry.
+// as data, each case by its id: the "render" and "registry" cases here, the
+// "fetch" cases in package fetchref (TestBulkReferenceFetchVectors).
 
 type vectorFile struct {
 	Format string       `json:"format"`
@@ -90,7 +90,7 @@ func TestBulkReferenceVectors(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			switch c.Operation {
 			case "fetch":
-				t.Skip("fetch case: needs fetch_reference, not built yet")
+				t.Skip("a fetch case: it runs in package fetchref, TestBulkReferenceFetchVectors")
 			case "registry":
 				registryCase(t, c)
 				return

@@ -103,7 +103,7 @@ func PlainText(parts []Part) string {
 			if p.Kind == KindAudio {
 				what = "audio"
 			}
-			lines = append(lines, fmt.Sprintf("[inline %s: %s, %s]", what, Label(p.MimeType), humanBytes(decodedLen(p.Data))))
+			lines = append(lines, fmt.Sprintf("[inline %s: %s, %s]", what, Label(p.MimeType), SizeText(decodedLen(p.Data))))
 		default:
 			lines = append(lines, p.Text)
 		}
