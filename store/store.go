@@ -81,6 +81,9 @@ type Message struct {
 	Channel   string
 	MessageID string
 	ThreadID  string
+	// Tags are the message's event tags with SPEC §16.3's core closure
+	// applied at receipt; nil for none.
+	Tags []string
 	// Body is the message as the server sent it (one element of
 	// channels/incoming's messages).
 	Body json.RawMessage

@@ -67,6 +67,7 @@ type messageRow struct {
 	Channel   string          `json:"channel"`
 	MessageID string          `json:"messageId"`
 	ThreadID  string          `json:"threadId,omitempty"`
+	Tags      []string        `json:"tags,omitempty"`
 	At        time.Time       `json:"at"`
 	Message   json.RawMessage `json:"message"`
 }
@@ -223,7 +224,7 @@ func printHistory(ctx context.Context, st store.Store, w io.Writer, asJSON bool)
 func printInbox(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
 	var rows []messageRow
 	err := st.Messages(ctx, 0, func(m store.Message) error {
-		rows = append(rows, messageRow{Seq: m.Seq, Server: m.Server, Channel: m.Channel, MessageID: m.MessageID, ThreadID: m.ThreadID, At: m.At, Message: m.Body})
+		rows = append(rows, messageRow{Seq: m.Seq, Server: m.Server, Channel: m.Channel, MessageID: m.MessageID, ThreadID: m.ThreadID, Tags: m.Tags, At: m.At, Message: m.Body})
 		return nil
 	})
 	if err != nil {

@@ -205,3 +205,28 @@ func TestIncomingEmptyContent(t *testing.T) {
 		}
 	})
 }
+
+// TestIncomingTagsClosed: a message's tags are kept with the core closure
+// applied at receipt (SPEC §16.3); what isn't a tag string is dropped.
+func TestIncomingTagsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		rg.registered("c")
+		_, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(
+			`{"channelId":"c","messageId":"m1","content":"hi","tags":["chat:ambient","chat:dm",7,"","discord:ping","chat:dm"]}`,
+			`{"channelId":"c","messageId":"m2","content":"hi"}`,
+		))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]string
+		rg.st.Messages(context.Background(), 0, func(m store.Message) error {
+			got = append(got, m.Tags)
+			return nil
+		})
+		want := [][]string{{"chat:dm", "chat:addressed", "chat:private", "discord:ping"}, nil}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("tags (-want +got):\n%s", diff)
+		}
+	})
+}

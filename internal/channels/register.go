@@ -341,10 +341,11 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 	now := r.opts.Now().UTC()
 	for i, m := range raw {
 		var msg struct {
-			ChannelID *string         `json:"channelId"`
-			MessageID *string         `json:"messageId"`
-			ThreadID  *string         `json:"threadId"`
-			Content   json.RawMessage `json:"content"`
+			ChannelID *string           `json:"channelId"`
+			MessageID *string           `json:"messageId"`
+			ThreadID  *string           `json:"threadId"`
+			Content   json.RawMessage   `json:"content"`
+			Tags      []json.RawMessage `json:"tags"`
 		}
 		err := json.Unmarshal(m, &msg)
 		switch {
@@ -366,7 +367,8 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 			in.results[i].Reason = content.ReasonEmptyContent
 			continue
 		}
-		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID), Body: m, At: now})
+		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
+			Tags: tags(msg.Tags), Body: m, At: now})
 		in.at = append(in.at, i)
 	}
 	return in
@@ -384,6 +386,32 @@ func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsI
 		in.results[i].Accepted = true
 	}
 	return protocol.ChannelsIncomingResult{Results: in.results}, nil
+}
+
+// Bounds on a message's tags: more, or longer, are dropped.
+const (
+	MaxTags     = 64
+	MaxTagBytes = 256
+)
+
+// tags reads a message's tags (the strings among them, within bounds) and
+// applies SPEC §16.3's core closure; nil when none. Tags authorize
+// nothing: they say what the message is, for the agent layer's rules.
+func tags(raw []json.RawMessage) []string {
+	var out []string
+	for _, t := range raw {
+		var s string
+		if json.Unmarshal(t, &s) != nil || s == "" || len(s) > MaxTagBytes {
+			continue
+		}
+		if out = append(out, s); len(out) == MaxTags {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return content.Close(out)
 }
 
 func (r *Registry) registered(k Key) bool {

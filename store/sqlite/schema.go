@@ -25,6 +25,11 @@ import (
 //
 // Both are STRICT tables: a value of the wrong type is an error, not a
 // silent conversion.
+//
+// Version 2:
+//
+//   - inbox.tags holds a message's event tags, closed at receipt, as a
+//     JSON array ('[]' for none, and for the messages version 1 kept).
 var migrations = []string{
 	`CREATE TABLE log (
 		seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -47,11 +52,12 @@ var migrations = []string{
 		at INTEGER,
 		UNIQUE (server, channel, message_id)
 	) STRICT;`,
+	`ALTER TABLE inbox ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 func init() {
 	if len(migrations) != SchemaVersion {

@@ -57,6 +57,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -181,7 +182,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		d.replay, err = d.read.PrepareContext(ctx, `SELECT seq, kind, server, channel, state, source, message_id, acknowledgment, at FROM log ORDER BY seq`)
 	}
 	if err == nil {
-		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at FROM inbox WHERE seq > ? ORDER BY seq`)
+		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at, tags FROM inbox WHERE seq > ? ORDER BY seq`)
 	}
 	if err != nil {
 		err = d.openErr(err, "open the read connections")
@@ -294,10 +295,16 @@ func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) e
 	)
 	for rows.Next() {
 		var body []byte // fresh per message: fn may keep it
-		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at); err != nil {
+		var tags string
+		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags); err != nil {
 			return d.readErr(ctx, err, "read the inbox: message after seq %d", msg.Seq)
 		}
-		msg.Body, msg.At = body, fromNanos(at)
+		msg.Body, msg.At, msg.Tags = body, fromNanos(at), nil
+		if tags != "[]" {
+			if err := json.Unmarshal([]byte(tags), &msg.Tags); err != nil {
+				return d.readErr(ctx, err, "read the inbox: the tags of message %d", msg.Seq)
+			}
+		}
 		if err := fn(msg); err != nil {
 			return err
 		}

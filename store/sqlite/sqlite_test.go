@@ -528,3 +528,34 @@ func TestBrokenStoreRefusesWrites(t *testing.T) {
 		t.Fatalf("log holds %v, want %v", got, want)
 	}
 }
+
+// TestMigrateFromVersion1: a file of schema version 1 opens at the current
+// version with its messages kept, tagless.
+func TestMigrateFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, raw, migrations[0])
+	mustExec(t, raw, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at) VALUES ('s', 'c', 'm1', '', X'7b7d', 1)`)
+	mustExec(t, raw, "PRAGMA user_version = 1")
+	raw.Close()
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var got []store.Message
+	d.Messages(t.Context(), 0, func(m store.Message) error {
+		got = append(got, m)
+		return nil
+	})
+	if len(got) != 1 || got[0].MessageID != "m1" || got[0].Tags != nil {
+		t.Errorf("messages after the migration = %+v", got)
+	}
+	added, err := d.AddMessages(t.Context(), []store.Message{{Server: "s", Channel: "c", MessageID: "m2", Tags: []string{"chat:dm"}}})
+	if err != nil || !added[0] {
+		t.Fatalf("AddMessages after the migration: %v %v", added, err)
+	}
+}

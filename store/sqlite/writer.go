@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -94,6 +95,9 @@ func (d *DB) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, err
 			return nil, fmt.Errorf("store %s: %s: message %d: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, m.At)
 		}
 		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Body)
+		for _, t := range m.Tags {
+			c.size += 3 + len(t)
+		}
 	}
 	if err := d.do(c); err != nil {
 		return nil, err
@@ -222,7 +226,7 @@ func (d *DB) openWriter(ctx context.Context) (*writer, error) {
 		{&w.release, "RELEASE call"},
 		{&w.rollbackTo, "ROLLBACK TO call"},
 		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
 	} {
 		if *s.stmt, err = conn.PrepareContext(ctx, s.sql); err != nil {
 			w.close()
@@ -387,7 +391,7 @@ func (w *writer) write(ctx context.Context, c *call) error {
 	c.seqs = make([]int64, len(c.msgs))
 	for i := range c.msgs {
 		m := &c.msgs[i]
-		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At))
+		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags))
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -400,4 +404,13 @@ func (w *writer) write(ctx context.Context, c *call) error {
 		}
 	}
 	return nil
+}
+
+// tagsJSON is a message's tags as the inbox keeps them: a JSON array.
+func tagsJSON(tags []string) string {
+	if len(tags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(tags)
+	return string(b)
 }

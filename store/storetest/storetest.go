@@ -123,11 +123,16 @@ func decision(i int) store.Record {
 }
 
 func message(server, channel, id string, i int) store.Message {
+	var tags []string // every other message has tags, so none and some both round-trip
+	if i%2 == 1 {
+		tags = []string{"chat:mention", "chat:addressed", fmt.Sprintf("room:n=%d", i)}
+	}
 	return store.Message{
 		Server:    server,
 		Channel:   channel,
 		MessageID: id,
 		ThreadID:  "thread-" + id,
+		Tags:      tags,
 		Body:      json.RawMessage(fmt.Sprintf(`{"id":%q,"n":%d}`, id, i)),
 		At:        at0.Add(time.Duration(i) * time.Millisecond),
 	}
