@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/term"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -289,10 +290,18 @@ func mergeListed(registered []probeChannel, listed []protocol.ChannelDescriptor)
 }
 
 // acceptEvent is the probe's push-event consumer: the event log has it;
-// the server hears it was accepted.
-func acceptEvent(context.Context, session.PushEvent) (protocol.PushEventResult, error) {
+// the server hears it was accepted, unless its content shows nothing an
+// agent could read, which a host refuses (-32602, reason empty-content).
+func acceptEvent(_ context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
+	if !content.Visible(content.Lane{Provenance: content.ProvenancePushEvent}.View(ev.Params.Payload.Content)) {
+		return protocol.PushEventResult{}, emptyContent
+	}
 	return protocol.PushEventResult{Accepted: true}, nil
 }
+
+// emptyContent refuses a push event whose content shows nothing.
+var emptyContent = protocol.NewError(protocol.CodeInvalidParams, "Invalid params: the event's content shows nothing an agent could read ("+content.ReasonEmptyContent+")",
+	map[string]string{"reason": content.ReasonEmptyContent})
 
 // probeHandler answers what the session admits, as a diagnostic host
 // would: registrations are accepted one by one (so a server goes on to

@@ -299,6 +299,13 @@ func (s *Session) pushEvent(ctx context.Context, req *wire.Request, g grant.Gran
 	if s.cfg.OnPushEvent != nil {
 		var err error
 		res, err = s.cfg.OnPushEvent(ctx, PushEvent{Server: s.cfg.ID, Params: p, Raw: req.Params})
+		var refusal *protocol.Error
+		if errors.As(err, &refusal) {
+			// The consumer refused the event as the server sent it (its
+			// content shows nothing): answered as that error, and not
+			// remembered, like any rejection.
+			return s.rejectPush(req, p.EventID, refusal)
+		}
 		if err != nil {
 			s.log.Error("push/event consumer failed; the event is not remembered, so a retry is handled anew",
 				slog.String("event_id", p.EventID), slog.String("error", err.Error()))

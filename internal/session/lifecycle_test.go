@@ -192,6 +192,10 @@ func TestPushConsumer(t *testing.T) {
 					if n == 3 {
 						return protocol.PushEventResult{}, errors.New("the store is down")
 					}
+				case "empty":
+					if n == 5 {
+						return protocol.PushEventResult{}, protocol.NewError(protocol.CodeInvalidParams, "Invalid params: empty", map[string]string{"reason": "empty-content"})
+					}
 				}
 				return protocol.PushEventResult{Accepted: true}, nil
 			}})
@@ -218,8 +222,14 @@ func TestPushConsumer(t *testing.T) {
 		wantResult(t, sc.answerTo(5), `{"accepted":true}`)
 		sc.request(6, protocol.MethodPushEvent, pushParams("chat", "declined"))
 		wantResult(t, sc.answerTo(6), `{"accepted":false,"reason":"muted"}`)
-		if n := calls.Load(); n != 4 {
-			t.Errorf("the consumer was called %d times, want 4: once per answer given, again after its error", n)
+		// The consumer refuses the event with an error of its own: sent
+		// as it is, and not remembered either.
+		sc.request(7, protocol.MethodPushEvent, pushParams("chat", "empty"))
+		wantError(t, sc.answerTo(7), protocol.CodeInvalidParams, `{"reason":"empty-content"}`, "Invalid params: empty")
+		sc.request(8, protocol.MethodPushEvent, pushParams("chat", "empty"))
+		wantResult(t, sc.answerTo(8), `{"accepted":true}`)
+		if n := calls.Load(); n != 6 {
+			t.Errorf("the consumer was called %d times, want 6: once per answer given, again after each error", n)
 		}
 	})
 }

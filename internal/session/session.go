@@ -67,8 +67,10 @@ type Config struct {
 	// hears it was accepted; it is called as Handler is, and the messages
 	// behind the event wait too, so it does only what must come before the
 	// answer. Its answer is remembered for the eventId (SPEC §9.4: a retry
-	// gets the same answer); an error is answered as an internal error and
-	// not remembered, so a retry is handled anew. Nil declines every event.
+	// gets the same answer). A *protocol.Error is sent as that error (a
+	// refusal of the event as sent, such as one whose content shows
+	// nothing); any other error is answered as an internal error; neither
+	// is remembered, so a retry is handled anew. Nil declines every event.
 	OnPushEvent func(ctx context.Context, ev PushEvent) (protocol.PushEventResult, error)
 	// OnInbound, if set, is told of every privileged message the server
 	// sends, admitted or not, once it is answered. It must not block.
