@@ -46,10 +46,7 @@ func (h *Host) fetchServer(id string) (fetchref.Server, bool) {
 	s := fetchref.Server{URL: srv.cfg.URL}
 	if srv.cfg.URL != "" && srv.cfg.TokenEnv != "" {
 		tok, err := srv.cfg.Token(h.lookup)
-		if err != nil {
-			return fetchref.Server{}, false
-		}
-		s.Token = tok
+		s.Token, s.NoToken = tok, err != nil
 	}
 	return s, true
 }

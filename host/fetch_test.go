@@ -112,7 +112,7 @@ func TestFetchReferenceEndToEnd(t *testing.T) {
 		{"Reference " + ids[1][1] + "'s payload doesn't match the digest its server gave, so this host discarded it; fetching it again won't change that unless the server's copy changes.", host.OutcomeToolError},
 		{"Reference " + ids[2][1] + " claims 286.1 MiB, more than the 256.0 MiB this fetch may take, so nothing was fetched; a larger max_bytes may allow it.", host.OutcomeRefused},
 		{"Reference " + ids[3][1] + " has expired, so this host didn't fetch it, and trying again won't change that.", host.OutcomeRefused},
-		{"Reference " + ids[4][1] + " points somewhere other than the server that sent it, and this host fetches only from a server's own address, so nothing was fetched.", host.OutcomeRefused},
+		{"Reference " + ids[4][1] + " points somewhere other than the server that sent it, and this host fetches only from a server's own address; nothing was fetched, and trying again won't change that.", host.OutcomeRefused},
 	} {
 		_, err := fetch(ids[i+1][1])
 		var te *host.ToolError

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/term"
-	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/store"
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
@@ -242,14 +243,14 @@ func printInbox(ctx context.Context, st store.Store, w io.Writer, asJSON bool) e
 	}
 	table := [][]string{{"SEQ", "ACCEPTED", "SERVER", "CHANNEL", "MESSAGE", "TEXT"}}
 	for _, r := range rows {
+		// As a host shows it: markers and stubs, never raw blocks.
 		var body struct {
-			Content []json.RawMessage `json:"content"`
+			Content json.RawMessage `json:"content"`
 		}
 		json.Unmarshal(r.Message, &body)
-		text := protocol.JoinText(body.Content)
-		if len(text) > 80 {
-			text = text[:80] + "…"
-		}
+		blocks, _ := content.Blocks(body.Content)
+		text := strings.Join(strings.Fields(content.PlainText(content.Lane{Provenance: content.ProvenanceChannelMessage}.View(blocks))), " ")
+		text = wire.Cut(text, 80)
 		table = append(table, []string{fmt.Sprint(r.Seq), stamp(r.At), r.Server, r.Channel, r.MessageID, text})
 	}
 	printTable(w, table)

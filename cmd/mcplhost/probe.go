@@ -43,6 +43,7 @@ type probe struct {
 
 	gone   chan struct{}               // closed when the connection ends other than by the probe
 	listed protocol.ChannelsListResult // what channels/list answered
+	refs   *content.Refs               // references its calls' results carried
 
 	mu     sync.Mutex
 	stream transport.Stream // the connection's, for how it ended
@@ -62,7 +63,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, logOptions(level))), gone: make(chan struct{})}
+	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, logOptions(level))), gone: make(chan struct{}), refs: content.NewRefs(0)}
 	p.ev = &eventLog{out: stdout, json: f.json}
 	return p.run(ctx, stderr)
 }
@@ -290,9 +291,9 @@ func (p *probe) call(ctx context.Context, sess *session.Session, c probeCall, de
 	if res.IsError {
 		return probeResult{Name: c.tool, ErrorResult: true, Text: strings.TrimSpace(res.Text())}
 	}
-	// As a host shows a result to a reader of text, with no reference
-	// registry: a reference reads as one nothing can fetch from here.
-	return probeResult{Name: c.tool, OK: true, Text: content.PlainText(content.Lane{Provenance: content.ProvenanceToolResult}.View(res.Content))}
+	// As a host shows a result to a reader of text.
+	lane := content.Lane{Server: p.f.id, Provenance: content.ProvenanceToolResult, Refs: p.refs}
+	return probeResult{Name: c.tool, OK: true, Text: content.PlainText(lane.View(res.Content))}
 }
 
 // waitFor listens for --wait, or until the connection ends or ctx does.

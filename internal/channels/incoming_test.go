@@ -215,6 +215,7 @@ func TestIncomingTagsClosed(t *testing.T) {
 		_, err := rg.reg.Incoming(context.Background(), "s", rawMsgs(
 			`{"channelId":"c","messageId":"m1","content":"hi","tags":["chat:ambient","chat:dm",7,"","discord:ping","chat:dm"]}`,
 			`{"channelId":"c","messageId":"m2","content":"hi"}`,
+			`{"channelId":"c","messageId":"m3","content":"hi","tags":"chat:dm"}`,
 		))
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +225,7 @@ func TestIncomingTagsClosed(t *testing.T) {
 			got = append(got, m.Tags)
 			return nil
 		})
-		want := [][]string{{"chat:dm", "chat:addressed", "chat:private", "discord:ping"}, nil}
+		want := [][]string{{"chat:dm", "chat:addressed", "chat:private", "discord:ping"}, nil, nil}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("tags (-want +got):\n%s", diff)
 		}

@@ -345,7 +345,7 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 			MessageID *string           `json:"messageId"`
 			ThreadID  *string           `json:"threadId"`
 			Content   json.RawMessage   `json:"content"`
-			Tags      []json.RawMessage `json:"tags"`
+			Tags      json.RawMessage `json:"tags"`
 		}
 		err := json.Unmarshal(m, &msg)
 		switch {
@@ -394,10 +394,15 @@ const (
 	MaxTagBytes = 256
 )
 
-// tags reads a message's tags (the strings among them, within bounds) and
-// applies SPEC §16.3's core closure; nil when none. Tags authorize
-// nothing: they say what the message is, for the agent layer's rules.
-func tags(raw []json.RawMessage) []string {
+// tags reads a message's tags (the strings among them, within bounds; a
+// value that is no array has none) and applies SPEC §16.3's core closure;
+// nil when none. Tags authorize nothing: they say what the message is,
+// for the agent layer's rules.
+func tags(field json.RawMessage) []string {
+	var raw []json.RawMessage
+	if json.Unmarshal(field, &raw) != nil {
+		return nil
+	}
 	var out []string
 	for _, t := range raw {
 		var s string

@@ -10,6 +10,7 @@ package content
 import (
 	"encoding/json"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcpl-go/mcpl/internal/term"
@@ -131,7 +132,7 @@ func marker(text string) Block { return Block{Kind: KindMarker, Text: text} }
 // missing or not a string.
 func stringField(fields map[string]json.RawMessage, key string) (string, bool) {
 	v, present := fields[key]
-	if !present {
+	if !present || string(v) == "null" { // null decodes to "" without an error; it is no string
 		return "", false
 	}
 	var s string
@@ -153,7 +154,9 @@ func Label(s string) string {
 }
 
 // clean drops what term would escape (controls, bidirectional controls,
-// invalid UTF-8) and collapses runs of white space to one space.
+// invalid UTF-8) and the invisible format characters (Unicode Cf:
+// zero-width characters, tag characters), and collapses runs of white
+// space to one space.
 func clean(s string) string {
 	var b strings.Builder
 	space := false
@@ -161,7 +164,9 @@ func clean(s string) string {
 		if r == utf8.RuneError && !validAt(s, i) {
 			continue
 		}
-		if term.Line(string(r)) != string(r) {
+		if term.Line(string(r)) != string(r) || unicode.Is(unicode.Cf, r) {
+			// Controls, bidirectional controls, and the invisible format
+			// characters (zero-width, tag characters) go.
 			space = space || r == '\t' || r == '\n' || r == '\r'
 			continue
 		}

@@ -23,6 +23,9 @@ func TestClassifyMarkers(t *testing.T) {
 		{"unknown long type", `{"type":"` + strings.Repeat("x", 100) + `"}`, `[Content not shown: this host can't display "` + strings.Repeat("x", 39) + `…" content.]`},
 		{"text without text", `{"type":"text"}`, "[Text not shown: a text part arrived without readable text.]"},
 		{"text not a string", `{"type":"text","text":{"a":1}}`, "[Text not shown: a text part arrived without readable text.]"},
+		{"text null", `{"type":"text","text":null}`, "[Text not shown: a text part arrived without readable text.]"},
+		{"image data null", `{"type":"image","data":null,"mimeType":"image/png"}`, "[Image not shown: it arrived with no usable data or link.]"},
+		{"type with a quote and invisible characters", `{"type":"a\"b\u200b\u2060\udb40\udc41c"}`, `[Content not shown: this host can't display "a'bc" content.]`},
 		{"image without media type", `{"type":"image","data":"AAAA"}`, "[Image not shown: its data arrived without a media type.]"},
 		{"image with empty media type", `{"type":"image","data":"AAAA","mimeType":""}`, "[Image not shown: its data arrived without a media type.]"},
 		{"image with nothing", `{"type":"image"}`, "[Image not shown: it arrived with no usable data or link.]"},
@@ -68,6 +71,10 @@ func TestClassifyShown(t *testing.T) {
 	b = Classify(json.RawMessage(`{"type":"image","uri":"https://x/a.png","mimeType":"image/png","disposition":"ref"}`))
 	if b.Kind != KindReference || b.Media != "image" || b.Ref.URI != "https://x/a.png" || b.Ref.Disposition != "ref" {
 		t.Errorf("image by link = %+v", b)
+	}
+	b = Classify(json.RawMessage(`{"type":"audio","data":"AAAA","mimeType":"audio/wav","uri":null}`))
+	if b.Kind != KindAudio {
+		t.Errorf("inline audio beside a null uri = %+v, want inline: null is no link", b)
 	}
 	b = Classify(json.RawMessage(`{"type":"resource","uri":"https://x/a.wav","extra":{"ignored":true}}`))
 	if b.Kind != KindReference || b.Media != "" || b.Ref.URI != "https://x/a.wav" {

@@ -1,6 +1,9 @@
 package content
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The markers a block this host can't show reads as, on every lane that
 // shows content to an agent (seeds/002, "Blocks the host can't show"). Each
@@ -24,5 +27,6 @@ const (
 // MarkerUnknownType is the marker of a block of a type this host can't
 // display; label is the type as Label sanitized it.
 func MarkerUnknownType(label string) string {
-	return fmt.Sprintf(`[Content not shown: this host can't display "%s" content.]`, label)
+	// A quote in the label would end the quoted type early.
+	return fmt.Sprintf(`[Content not shown: this host can't display "%s" content.]`, strings.ReplaceAll(label, `"`, "'"))
 }

@@ -196,11 +196,11 @@ const (
 // string is cleaned of control and bidirectional characters and cut to
 // its display bound, marked with "…".
 func Stub(refID string, t *Testimony, provenance, tail string) string {
-	name := bound(clean(t.Name), stubNameRunes)
+	name := bound(withhold(clean(t.Name), t.URI), stubNameRunes)
 	if name == "" {
 		name = "unnamed"
 	}
-	mime := bound(clean(t.MimeType), stubMimeRunes)
+	mime := bound(withhold(clean(t.MimeType), t.URI), stubMimeRunes)
 	if mime == "" {
 		mime = "type not given"
 	}
@@ -208,17 +208,56 @@ func Stub(refID string, t *Testimony, provenance, tail string) string {
 	if t.HasSize {
 		size = "~" + SizeText(t.SizeBytes) + " claimed"
 	}
-	s := fmt.Sprintf("[%s] %s — %s, %s — %s — %s", bound(clean(refID), 32), name, mime, size,
+	return fmt.Sprintf("[%s] %s — %s, %s — %s — %s", bound(clean(refID), 32), name, mime, size,
 		bound(clean(provenance), stubProvenanceRunes), bound(clean(tail), stubTailRunes))
-	if len(t.URI) >= minWithheldLink {
-		// A server that put its link in a label doesn't get it shown.
-		s = strings.ReplaceAll(s, t.URI, "(link withheld)")
-	}
-	return s
 }
 
-// minWithheldLink is the shortest link a stub looks for in its labels:
-// shorter ones ("a") are not links a label could leak.
+// withhold replaces each part of label that repeats minWithheldLink or
+// more bytes of the link (the link whole, a cut of it, its signed query)
+// with "(link withheld)": a server that put its link in a label doesn't
+// get it shown.
+func withhold(label, link string) string {
+	if len(link) < minWithheldLink || len(label) < minWithheldLink {
+		return label
+	}
+	grams := make(map[string]bool, len(link))
+	for i := 0; i+minWithheldLink <= len(link); i++ {
+		grams[link[i:i+minWithheldLink]] = true
+	}
+	covered := make([]bool, len(label))
+	hit := false
+	for i := 0; i+minWithheldLink <= len(label); i++ {
+		if grams[label[i:i+minWithheldLink]] {
+			hit = true
+			for j := i; j < i+minWithheldLink; j++ {
+				covered[j] = true
+			}
+		}
+	}
+	if !hit {
+		return label
+	}
+	var b strings.Builder
+	for i := 0; i < len(label); {
+		if !covered[i] {
+			j := i
+			for j < len(label) && !covered[j] {
+				j++
+			}
+			b.WriteString(strings.ToValidUTF8(label[i:j], ""))
+			i = j
+			continue
+		}
+		for i < len(label) && covered[i] {
+			i++
+		}
+		b.WriteString("(link withheld)")
+	}
+	return b.String()
+}
+
+// minWithheldLink is the shortest piece of a link a stub looks for in its
+// labels: shorter ones are too common to mean a leak.
 const minWithheldLink = 8
 
 // SizeText renders a byte count: "12 bytes", "4.0 MiB".

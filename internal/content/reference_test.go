@@ -49,6 +49,7 @@ func TestTestimonyFieldRules(t *testing.T) {
 		{"mime not a string", `{"type":"resource","uri":"https://x/a","mimeType":[]}`, []string{"mimeType"}, nil},
 		{"expiry over 64", `{"type":"resource","uri":"https://x/a","expiresAt":"` + strings.Repeat("9", 65) + `"}`, []string{"expiresAt"}, nil},
 		{"expiry not a string", `{"type":"resource","uri":"https://x/a","expiresAt":1}`, []string{"expiresAt"}, nil},
+		{"expiry null", `{"type":"resource","uri":"https://x/a","expiresAt":null}`, []string{"expiresAt"}, nil},
 		{"name over 255", `{"type":"resource","uri":"https://x/a","name":"` + strings.Repeat("n", 256) + `"}`, []string{"name"}, nil},
 		{"name of 255 characters in more bytes", `{"type":"resource","uri":"https://x/a","name":"` + strings.Repeat("é", 255) + `"}`, nil, func(t *testing.T, tm *Testimony) {
 			if tm.Name != strings.Repeat("é", 255) {
@@ -119,5 +120,26 @@ func TestStubBounded(t *testing.T) {
 	tm = testimony(t, `{"type":"resource","uri":"https://x/a","name":"`+strings.Repeat("n", 1<<20)+`"}`)
 	if s := Stub("ref_1", tm, ProvenanceToolResult, TailFetch); !strings.HasPrefix(s, "[ref_1] unnamed — ") {
 		t.Errorf("stub = %.100q", s)
+	}
+}
+
+// TestStubWithholdsPiecesOfTheLink: a label holding a piece of the link
+// (a cut copy, its signed query) doesn't show it.
+func TestStubWithholdsPiecesOfTheLink(t *testing.T) {
+	link := "https://srv.example/files?path=%2Fa%2Fb.wav&signature=SECRET123456"
+	for _, tc := range []struct{ name, mime string }{
+		{link + strings.Repeat("x", 100), "audio/wav"},
+		{"see signature=SECRET123456 here", "audio/wav"},
+		{"a.wav", "x/" + link},
+	} {
+		block, _ := json.Marshal(map[string]any{"type": "resource", "uri": link, "name": tc.name, "mimeType": tc.mime})
+		tm := testimony(t, string(block))
+		s := Stub("ref_1", tm, ProvenanceToolResult, TailFetch)
+		if strings.Contains(s, "SECRET") || strings.Contains(s, "srv.example") {
+			t.Errorf("stub %q shows the link", s)
+		}
+		if !strings.Contains(s, "(link withheld)") {
+			t.Errorf("stub %q doesn't say it withheld the link", s)
+		}
 	}
 }

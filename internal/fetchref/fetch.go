@@ -11,8 +11,10 @@ package fetchref
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,8 +44,9 @@ type Server struct {
 	// server run as a local process.
 	URL string
 	// Token is its bearer token ("" for none): sent with the fetch, never
-	// shown.
-	Token string
+	// shown. NoToken says it has one this host can't read now.
+	Token   string
+	NoToken bool
 }
 
 // Options configure a Fetcher.
@@ -115,7 +118,8 @@ type Refusal struct {
 func (r *Refusal) Error() string { return r.Text }
 
 // Fetch fetches the reference with id, taking at most maxBytes (0 means
-// the ceiling).
+// the fetcher's ceiling). maxBytes may be above that ceiling: the
+// per-server budget bounds what an agent can ask for.
 func (f *Fetcher) Fetch(ctx context.Context, id string, maxBytes int64) (Result, error) {
 	if id == "" {
 		return Result{}, &Refusal{Text: textMissingID()}
@@ -147,20 +151,32 @@ func (f *Fetcher) Fetch(ctx context.Context, id string, maxBytes int64) (Result,
 		return Result{}, &Refusal{Text: textNoPlace(id)}
 	}
 	link, err := url.Parse(t.URI)
-	if err != nil || (link.Scheme != "https" && link.Scheme != "http") || link.Host == "" {
+	if err != nil || (link.Scheme != "https" && link.Scheme != "http") || link.Host == "" || link.User != nil {
+		// A link with credentials in it is refused too (RFC-005 §6.1):
+		// credentials are the host's to attach.
 		return Result{}, &Refusal{Text: textScheme(id)}
 	}
 	server, srv, why := f.origin(ref, link)
 	if why != "" {
 		return Result{}, &Refusal{Text: why}
 	}
+	// The budget is reserved before the request and settled after it, so
+	// fetches at once can't together go past it.
 	f.mu.Lock()
 	left := f.opts.Budget - f.used[server]
+	reserve := min(ceiling, left)
+	if left > 0 {
+		f.used[server] += reserve
+	}
 	f.mu.Unlock()
 	if left <= 0 {
 		return Result{}, &Refusal{Text: textBudget(id, content.SizeText(f.opts.Budget))}
 	}
-	return f.get(ctx, ref, link, server, srv, ceiling, left)
+	res, n, err := f.get(ctx, ref, link, server, srv, ceiling, reserve)
+	f.mu.Lock()
+	f.used[server] -= reserve - n
+	f.mu.Unlock()
+	return res, err
 }
 
 // origin finds a server the reference is bound to whose dialed origin is
@@ -169,7 +185,11 @@ func (f *Fetcher) origin(ref content.Ref, link *url.URL) (server string, srv Ser
 	why = textNoOrigin(ref.ID)
 	for _, id := range ref.Servers {
 		s, ok := f.opts.Server(id)
-		if !ok || s.URL == "" {
+		if !ok {
+			why = textServerGone(ref.ID)
+			continue
+		}
+		if s.URL == "" {
 			continue
 		}
 		dialed, err := url.Parse(s.URL)
@@ -178,8 +198,10 @@ func (f *Fetcher) origin(ref content.Ref, link *url.URL) (server string, srv Ser
 		}
 		scheme := map[string]string{"ws": "http", "wss": "https", "http": "http", "https": "https"}[dialed.Scheme]
 		switch {
-		case scheme == "https" && link.Scheme == "http" && sameHost(dialed, link):
+		case scheme == "https" && link.Scheme == "http" && strings.EqualFold(dialed.Hostname(), link.Hostname()):
 			why = textPlaintext(ref.ID)
+		case scheme == link.Scheme && sameHost(dialed, link) && s.NoToken:
+			why = textNoCredentials(ref.ID)
 		case scheme == link.Scheme && sameHost(dialed, link):
 			return id, s, ""
 		default:
@@ -205,12 +227,14 @@ func port(u *url.URL) string {
 	return "80"
 }
 
-// get makes the request and keeps the payload.
-func (f *Fetcher) get(ctx context.Context, ref content.Ref, link *url.URL, server string, srv Server, ceiling, left int64) (Result, error) {
+// get makes the request and keeps the payload, streamed to a temporary
+// file and hashed as it comes, taking at most limit bytes (the ceiling,
+// or less where the budget is nearer); n is the bytes it took.
+func (f *Fetcher) get(ctx context.Context, ref content.Ref, link *url.URL, server string, srv Server, ceiling, limit int64) (res Result, n int64, err error) {
 	id := ref.ID
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, link.String(), nil)
 	if err != nil {
-		return Result{}, &Refusal{Text: textScheme(id)}
+		return Result{}, 0, &Refusal{Text: textScheme(id)}
 	}
 	if srv.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+srv.Token)
@@ -218,72 +242,88 @@ func (f *Fetcher) get(ctx context.Context, ref content.Ref, link *url.URL, serve
 	resp, err := f.client.Do(req)
 	if err != nil {
 		f.log.Warn("a reference fetch failed", "ref", id, "server", server, "error", redact(err, srv.Token))
-		return Result{}, &Refusal{Text: textFailed(id), Dialed: true}
+		return Result{}, 0, &Refusal{Text: textFailed(id), Dialed: true}
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		f.log.Warn("a reference fetch was redirected; not followed", "ref", id, "server", server, "status", resp.StatusCode)
-		return Result{}, &Refusal{Text: textRedirect(id), Dialed: true}
+		return Result{}, 0, &Refusal{Text: textRedirect(id), Dialed: true}
 	case resp.StatusCode != http.StatusOK:
 		f.log.Warn("a reference fetch was refused", "ref", id, "server", server, "status", resp.StatusCode)
-		return Result{}, &Refusal{Text: textHTTPStatus(id, resp.StatusCode), Dialed: true}
+		return Result{}, 0, &Refusal{Text: textHTTPStatus(id, resp.StatusCode), Dialed: true}
 	}
-	limit := min(ceiling, left)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	f.charge(server, int64(len(body)))
+	if err := os.MkdirAll(f.opts.Dir, 0o700); err != nil {
+		f.log.Error("no place to save a fetched reference", "dir", f.opts.Dir, "error", err.Error())
+		return Result{}, 0, &Refusal{Text: textNotSaved(id), Dialed: true}
+	}
+	tmp, err := os.CreateTemp(f.opts.Dir, ".fetch-*")
+	if err != nil {
+		f.log.Error("no place to save a fetched reference", "dir", f.opts.Dir, "error", err.Error())
+		return Result{}, 0, &Refusal{Text: textNotSaved(id), Dialed: true}
+	}
+	defer os.Remove(tmp.Name()) // gone once renamed; gone whatever failed
+	hash := sha256.New()
+	head := &prefix{max: 512}
+	n, err = io.Copy(io.MultiWriter(tmp, hash, head), io.LimitReader(resp.Body, limit+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
 	switch {
-	case int64(len(body)) > limit && limit == ceiling:
-		return Result{}, &Refusal{Text: textOverCeiling(id, content.SizeText(ceiling)), Dialed: true}
-	case int64(len(body)) > limit:
-		return Result{}, &Refusal{Text: textOverBudget(id, content.SizeText(f.opts.Budget)), Dialed: true}
+	case n > limit && limit == ceiling:
+		return Result{}, n, &Refusal{Text: textOverCeiling(id, content.SizeText(ceiling)), Dialed: true}
+	case n > limit:
+		return Result{}, n, &Refusal{Text: textOverBudget(id, content.SizeText(f.opts.Budget)), Dialed: true}
 	case err != nil:
 		f.log.Warn("a reference fetch broke off", "ref", id, "server", server, "error", redact(err, srv.Token))
-		return Result{}, &Refusal{Text: textFailed(id), Dialed: true}
+		return Result{}, n, &Refusal{Text: textFailed(id), Dialed: true}
 	}
 	verified := any("no digest claimed")
 	if d := ref.Testimony.Digest; d != "" {
-		sum := sha256.Sum256(body)
-		if "sha256:"+base64.RawURLEncoding.EncodeToString(sum[:]) != d {
+		if "sha256:"+base64.RawURLEncoding.EncodeToString(hash.Sum(nil)) != d {
 			f.log.Warn("a reference's payload does not match its digest; discarded", "ref", id, "server", server)
-			return Result{}, &Refusal{Text: textDigest(id), Dialed: true}
+			return Result{}, n, &Refusal{Text: textDigest(id), Dialed: true}
 		}
 		verified = true
 	}
-	mimeType := observedType(body, resp.Header.Get("Content-Type"), ref.Testimony.MimeType)
-	path, err := f.save(id, mimeType, body)
+	sniffed, mimeType := observedType(head.b, resp.Header.Get("Content-Type"), ref.Testimony.MimeType)
+	path, err := f.place(id, extension(sniffed), tmp.Name())
 	if err != nil {
 		f.log.Error("a fetched reference could not be saved", "ref", id, "error", err.Error())
-		return Result{}, &Refusal{Text: textNotSaved(id), Dialed: true}
+		return Result{}, n, &Refusal{Text: textNotSaved(id), Dialed: true}
 	}
 	f.opts.Refs.Fetched(id, path)
-	return Result{Path: path, Bytes: int64(len(body)), MimeType: mimeType, DigestVerified: verified}, nil
+	return Result{Path: path, Bytes: n, MimeType: mimeType, DigestVerified: verified}, n, nil
 }
 
-func (f *Fetcher) charge(server string, n int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.used[server] += n
+// prefix keeps the first max bytes written to it, for sniffing.
+type prefix struct {
+	b   []byte
+	max int
 }
 
-// observedType is the payload's type: sniffed from its bytes, else the
+func (p *prefix) Write(b []byte) (int, error) {
+	if room := p.max - len(p.b); room > 0 {
+		p.b = append(p.b, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+// observedType reads the payload's type: sniffed is what its bytes show
+// ("" when they show nothing specific), reported is that, else the
 // response's header, else the testimony (RFC-005 §3: a claim, checked
-// where it can be).
-func observedType(body []byte, header, claimed string) string {
-	sniffed := http.DetectContentType(body)
-	if t, _, err := mime.ParseMediaType(sniffed); err == nil && t != "application/octet-stream" && t != "text/plain" {
-		return canonical(t)
+// where it can be). Only the sniffed type names the saved file.
+func observedType(head []byte, header, claimed string) (sniffed, reported string) {
+	if t, _, err := mime.ParseMediaType(http.DetectContentType(head)); err == nil && t != "application/octet-stream" && t != "text/plain" {
+		sniffed = canonical(t)
+		return sniffed, sniffed
 	}
-	if t, _, err := mime.ParseMediaType(header); err == nil && t != "" {
-		return canonical(t)
+	for _, c := range []string{header, claimed} {
+		if t, _, err := mime.ParseMediaType(c); err == nil && t != "" {
+			return "", canonical(t)
+		}
 	}
-	if t, _, err := mime.ParseMediaType(claimed); err == nil && t != "" {
-		return canonical(t)
-	}
-	if t, _, err := mime.ParseMediaType(sniffed); err == nil {
-		return t
-	}
-	return "application/octet-stream"
+	return "", "application/octet-stream"
 }
 
 // canonical maps the sniffer's spellings to the common ones.
@@ -295,31 +335,20 @@ func canonical(t string) string {
 	return t
 }
 
-// save writes the payload under a name made from the reference id (never
-// the server's label), through a temporary file, readable by this user
-// alone.
-func (f *Fetcher) save(id, mimeType string, body []byte) (string, error) {
-	if err := os.MkdirAll(f.opts.Dir, 0o700); err != nil {
+// place moves the fetched file to a name made from the reference id
+// (never the server's label). A name already taken (ids start again with
+// each run of the host) gets a random tail rather than replacing it.
+func (f *Fetcher) place(id, ext, tmp string) (string, error) {
+	path := filepath.Join(f.opts.Dir, safeName(id)+ext)
+	if _, err := os.Lstat(path); err == nil {
+		var b [6]byte
+		rand.Read(b[:])
+		path = filepath.Join(f.opts.Dir, safeName(id)+"_"+hex.EncodeToString(b[:])+ext)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		return "", err
 	}
-	name := safeName(id) + extension(mimeType)
-	tmp, err := os.CreateTemp(f.opts.Dir, ".fetch-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(body); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	path := filepath.Join(f.opts.Dir, name)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	return path, nil
+	return path, os.Rename(tmp, path)
 }
 
 // safeName keeps an id's letters, digits and underscores.
@@ -332,9 +361,12 @@ func safeName(id string) string {
 	}, id)
 }
 
-// extension is the file extension for a type, "" when none is known.
+// extension is the file extension for a sniffed type, "" when none is
+// known.
 func extension(mimeType string) string {
 	switch mimeType {
+	case "":
+		return ""
 	case "audio/wav":
 		return ".wav"
 	case "image/png":

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -215,4 +216,85 @@ func decode(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestFetchBudgetHoldsAtOnce: fetches at once can't together go past a
+// server's budget: each reserves its share before it dials.
+func TestFetchBudgetHoldsAtOnce(t *testing.T) {
+	r := newRig(t, Options{Ceiling: 90, Budget: 100})
+	release, arrived := make(chan struct{}), make(chan struct{}, 5)
+	r.handle("/slow", func(w http.ResponseWriter, _ *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.Write(bytes.Repeat([]byte("x"), 90))
+	})
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := range 5 {
+		id := r.ref(fmt.Sprintf(`{"type":"resource","uri":"$ORIGIN/slow?%d"}`, i), "chat")
+		wg.Go(func() {
+			if _, err := r.f.Fetch(context.Background(), id, 0); err == nil {
+				ok.Add(1)
+			}
+		})
+	}
+	<-arrived // one fetch is out; the others find the budget reserved
+	close(release)
+	wg.Wait()
+	if n := ok.Load(); n != 1 {
+		t.Errorf("%d fetches of 90 bytes succeeded against a budget of 100, want 1", n)
+	}
+}
+
+func TestFetchOriginCases(t *testing.T) {
+	r := newRig(t, Options{})
+	r.handle("/a", serve(payload))
+	u, _ := url.Parse(r.ts.URL)
+	r.servers["secure"] = Server{URL: "wss://" + u.Hostname() + "/mcpl"}
+	r.servers["nocreds"] = Server{URL: "wss://" + u.Host + "/mcpl", NoToken: true}
+	for _, tc := range []struct {
+		name, uri, server string
+		want              func(string) string
+	}{
+		{"plaintext on the default port", "http://" + u.Hostname() + "/a", "secure", textPlaintext},
+		{"credentials in the link", "https://user:pass@" + u.Host + "/a", "chat", textScheme},
+		{"the server's token can't be read", r.ts.URL + "/a?nocreds", "nocreds", textNoCredentials},
+		{"the server is gone", r.ts.URL + "/a?gone", "gone", textServerGone},
+	} {
+		id := r.ref(`{"type":"resource","uri":"`+tc.uri+`"}`, tc.server)
+		if _, err := r.f.Fetch(context.Background(), id, 0); err == nil || err.Error() != tc.want(id) {
+			t.Errorf("%s: %v\nwant %q", tc.name, err, tc.want(id))
+		}
+	}
+}
+
+// TestFetchNames: the file's name comes from the id and the sniffed type
+// only, and a name already taken is never replaced.
+func TestFetchNames(t *testing.T) {
+	r := newRig(t, Options{})
+	r.handle("/text", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-sh")
+		w.Write([]byte("echo hi"))
+	})
+	r.handle("/wav", serve(payload))
+	id := r.ref(`{"type":"resource","uri":"$ORIGIN/text","name":"run.sh","mimeType":"application/x-sh"}`, "chat")
+	res, err := r.f.Fetch(context.Background(), id, 0)
+	if err != nil || filepath.Base(res.Path) != id || res.MimeType != "application/x-sh" {
+		t.Errorf("a script: %+v %v; want the bare id as its name, its claimed type reported", res, err)
+	}
+	other := r.ref(`{"type":"resource","uri":"$ORIGIN/wav"}`, "chat")
+	os.WriteFile(filepath.Join(r.dir, other+".wav"), []byte("earlier"), 0o600)
+	res, err = r.f.Fetch(context.Background(), other, 0)
+	if err != nil || res.Path == filepath.Join(r.dir, other+".wav") {
+		t.Errorf("a name taken: %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, other+".wav")); string(b) != "earlier" {
+		t.Error("the earlier file was replaced")
+	}
+	entries, _ := os.ReadDir(r.dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".fetch-") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
 }

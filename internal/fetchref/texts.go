@@ -28,11 +28,19 @@ func textExpiryRejected(id string) string {
 }
 
 func textUnbound(id string) string {
-	return fmt.Sprintf("Reference %s isn't tied to any server, so there's nowhere to fetch it from, and nothing was fetched.", id)
+	return fmt.Sprintf("Reference %s isn't tied to any server, so there's nowhere to fetch it from; nothing was fetched, and trying again won't change that.", id)
 }
 
 func textNoOrigin(id string) string {
-	return fmt.Sprintf("Reference %s came from a server this host runs as a local process, which has no address to fetch from, so nothing was fetched.", id)
+	return fmt.Sprintf("Reference %s came from a server this host runs as a local process, which has no address to fetch from; nothing was fetched, and trying again won't change that.", id)
+}
+
+func textServerGone(id string) string {
+	return fmt.Sprintf("The server that sent reference %s isn't connected now, so nothing was fetched; once it is back, fetching again may work.", id)
+}
+
+func textNoCredentials(id string) string {
+	return fmt.Sprintf("This host can't read the credentials of the server that sent reference %s, so nothing was fetched; whoever runs this host can set them.", id)
 }
 
 func textScheme(id string) string {
@@ -44,7 +52,7 @@ func textPlaintext(id string) string {
 }
 
 func textCrossOrigin(id string) string {
-	return fmt.Sprintf("Reference %s points somewhere other than the server that sent it, and this host fetches only from a server's own address, so nothing was fetched.", id)
+	return fmt.Sprintf("Reference %s points somewhere other than the server that sent it, and this host fetches only from a server's own address; nothing was fetched, and trying again won't change that.", id)
 }
 
 func textClaimOverCeiling(id, claimed, ceiling string) string {
@@ -56,7 +64,7 @@ func textBudget(id, budget string) string {
 }
 
 func textRedirect(id string) string {
-	return fmt.Sprintf("The server answered the fetch of reference %s with a redirect, which this host doesn't follow, so nothing was fetched.", id)
+	return fmt.Sprintf("The server answered the fetch of reference %s with a redirect, which this host doesn't follow; nothing was fetched, and trying again won't change that unless the server serves it directly.", id)
 }
 
 func textHTTPStatus(id string, status int) string {
