@@ -341,10 +341,10 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 	now := r.opts.Now().UTC()
 	for i, m := range raw {
 		var msg struct {
-			ChannelID *string           `json:"channelId"`
-			MessageID *string           `json:"messageId"`
-			ThreadID  *string           `json:"threadId"`
-			Content   json.RawMessage   `json:"content"`
+			ChannelID *string         `json:"channelId"`
+			MessageID *string         `json:"messageId"`
+			ThreadID  *string         `json:"threadId"`
+			Content   json.RawMessage `json:"content"`
 			Tags      json.RawMessage `json:"tags"`
 		}
 		err := json.Unmarshal(m, &msg)
