@@ -14,6 +14,18 @@ import (
 // copied unchanged from the MCPL spec repository's conformance/), consumed
 // as data, each case by its id: the "render" and "registry" cases here, the
 // "fetch" cases in package fetchref (TestBulkReferenceFetchVectors).
+//
+// Not applicable to this host, and why:
+//   - schemaValid and legacySchemaValid (with bulk-reference-legacy-
+//     schema.json) are for schema validators: this host is a tolerant
+//     reader that classifies every block, valid or not, and each case's
+//     treatment is what is checked.
+//   - emitterConformant and knownEmbeddedCredential describe the server
+//     side of a case; the host's side of each is the case's expect.
+//   - stubOrInlineBase64 (03-verified-ref): RFC-005 §3.1 lets a host
+//     inline a verified "ref" payload; this host never inlines, so the
+//     reference stays a stub after a fetch (checked: the stub never shows
+//     the payload).
 
 type vectorFile struct {
 	Format string       `json:"format"`
