@@ -24,8 +24,8 @@ import (
 //     side of a case; the host's side of each is the case's expect.
 //   - stubOrInlineBase64 (03-verified-ref): RFC-005 §3.1 lets a host
 //     inline a verified "ref" payload; this host never inlines, so the
-//     reference stays a stub after a fetch (checked: the stub never shows
-//     the payload).
+//     reference stays a stub after a fetch, and fetch_reference answers
+//     with the saved file's path.
 
 type vectorFile struct {
 	Format string       `json:"format"`
