@@ -39,6 +39,53 @@ type Config struct {
 	Store string
 	// Servers are the MCPL servers, in file order.
 	Servers []Server
+	// Agents are the agents, in file order; Agents[0] is the primary
+	// (see Primary). None is valid: the host then runs no agents.
+	Agents []Agent
+	// Conversations says how channel traffic reaches the agents:
+	// ConversationsShared (the default) or ConversationsPerChannel.
+	Conversations ConversationsMode
+	// Inference routes server-initiated inference (inference/request,
+	// SPEC §11) to agents, checked in order (see InferenceAgent); nil
+	// routes none.
+	Inference []InferenceRoute
+}
+
+// WithDefaults returns c with every default applied, to each server
+// (Server.WithDefaults), agent (Agent.WithDefaults) and route
+// (InferenceRoute.WithDefaults), and to c's own fields: an empty Store
+// becomes DefaultStore in Dir (when Dir is set), an empty Conversations
+// ConversationsShared. It shares no slice with c whose elements it
+// changes. Parse and Load return configs it has been applied to.
+func (c Config) WithDefaults() Config {
+	if c.Store == "" && c.Dir != "" {
+		c.Store = filepath.Join(c.Dir, DefaultStore)
+	}
+	if c.Conversations == "" {
+		c.Conversations = ConversationsShared
+	}
+	if c.Servers != nil {
+		servers := make([]Server, len(c.Servers))
+		for i, s := range c.Servers {
+			servers[i] = s.WithDefaults()
+		}
+		c.Servers = servers
+	}
+	if c.Agents != nil {
+		agents := make([]Agent, len(c.Agents))
+		for i, a := range c.Agents {
+			agents[i] = a.WithDefaults()
+		}
+		c.Agents = agents
+	}
+	if c.Inference != nil {
+		routes := make([]InferenceRoute, len(c.Inference))
+		for i, r := range c.Inference {
+			routes[i] = r.WithDefaults()
+		}
+		c.Inference = routes
+	}
+	return c
 }
 
 // Server is one MCPL server's entry.

@@ -535,6 +535,8 @@ func TestSyntaxLines(t *testing.T) {
 		{"store: x\nservers: *nope\n", "c.yaml:2: not valid YAML: unknown anchor 'nope' referenced"},
 		{"store: x\nservers: [\n  a,\n  b]\nx: y: z\n", "c.yaml:5: not valid YAML: mapping values are not allowed in this context"},
 		{"store: x\nservers:\n  - id: a\n    command: [a]\n\t\n  - @x\n", "c.yaml:5: not valid YAML: found character that cannot start any token (indent with spaces: YAML does not allow tabs there)"},
+		{"inference:\n  - {server: *, agent: ada}\n", `c.yaml:2: not valid YAML: did not find expected alphabetic or numeric character (a * that starts a value is read as an alias; quote it: "*")`},
+		{"servers:\n  - id: a\n    command: [a]\n    tools: {enable: [*]}\n", `c.yaml:4: not valid YAML: did not find expected alphabetic or numeric character (a * that starts a value is read as an alias; quote it: "*")`},
 	} {
 		_, err := parse(t, tc.src, t.TempDir())
 		if err == nil || err.Error() != tc.want {

@@ -88,6 +88,9 @@ func (d *decoder) syntax(data []byte, err error) {
 	if line > 0 && bytes.ContainsRune(lineAt(data, line), '\t') && !strings.Contains(msg, "tab") {
 		msg += " (indent with spaces: YAML does not allow tabs there)"
 	}
+	if line > 0 && strings.Contains(msg, "did not find expected alphabetic or numeric character") && bytes.ContainsRune(lineAt(data, line), '*') {
+		msg += ` (a * that starts a value is read as an alias; quote it: "*")`
+	}
 	d.add(line, "", "not valid YAML: %s", msg)
 }
 
@@ -315,6 +318,33 @@ func (d *decoder) boolean(n *yaml.Node, path string, line int) (bool, bool) {
 	return false, false
 }
 
+// integer parses a whole number, written without quotes (as YAML writes
+// integers: 200000, 200_000, 0x400).
+func (d *decoder) integer(n *yaml.Node, path string, line int) (int, bool) {
+	v := deref(n)
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
+		var i int
+		if err := v.Decode(&i); err != nil {
+			d.add(line, path, "%q is too large", v.Value)
+			return 0, false
+		}
+		return i, true
+	}
+	if v.Kind == yaml.ScalarNode {
+		_, err := strconv.Atoi(v.Value)
+		switch {
+		case err == nil && v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0:
+			d.add(line, path, "must be a whole number without quotes")
+			return 0, false
+		case errors.Is(err, strconv.ErrRange):
+			d.add(line, path, "%q is too large", v.Value)
+			return 0, false
+		}
+	}
+	d.wrong(n, path, line, "a whole number")
+	return 0, false
+}
+
 // duration parses a Go duration that is not negative.
 func (d *decoder) duration(n *yaml.Node, path string, line int) (time.Duration, bool) {
 	s, ok := d.scalar(n, path, line, "a duration like 5s or 2m30s")
@@ -466,6 +496,15 @@ var hints = map[string]string{
 	"reconnectMaxIntervalMs": "write reconnect: {max: 5m}",
 	"requestTimeoutMs":       "write requestTimeout: 60s, a duration",
 	"mcplServers":            "did you mean servers?",
+	"systemPrompt":           "write system: and the prompt",
+	"apiKey":                 "API keys are never written in the file: put it in an environment variable and name the variable with apiKeyEnv",
+	"api_key":                "API keys are never written in the file: put it in an environment variable and name the variable with apiKeyEnv",
+	"provider":               "provider goes in an agent's model: write model: {provider: scripted, echo: true}",
+	"script":                 "script goes in an agent's model: write model: {provider: scripted, script: ./steps.yaml}",
+	"maxTokens":              "maxTokens is an agent's: write it beside name: and model:",
+	"system":                 "system is an agent's: write it beside name: and model:",
+	"allowedTools":           "allowedTools is an agent's: write it beside name: and model:; a server's tools are limited with tools: {enable: [...]}",
+	"inferenceRouting":       "write inference: [{server: ..., featureSet: ..., agent: ...}]",
 }
 
 // suggest returns " (hint)" for an unknown key: a known key within a small
@@ -475,6 +514,13 @@ func suggest(name string, known []string) string {
 	if h, ok := hints[name]; ok {
 		return " (" + h + ")"
 	}
+	return didYouMean(name, known)
+}
+
+// didYouMean returns " (did you mean k?)" for the first of the known
+// values k nearest to name, case aside, within a small edit distance; ""
+// when none is that close.
+func didYouMean(name string, known []string) string {
 	limit := 2
 	if len(name) <= 4 {
 		limit = 1

@@ -1,7 +1,8 @@
 // Package config reads the host's configuration file: where the host keeps
-// its state and, for each MCPL server, how to reach it and what host policy
-// bounds it. docs/config.md is the operator's reference; this comment records
-// the decisions behind it.
+// its state; for each MCPL server, how to reach it and what host policy
+// bounds it; and the agents, how channel traffic reaches them, and which
+// serves server-initiated inference. docs/config.md is the operator's
+// reference; this comment records the decisions behind it.
 //
 // # Reading the file
 //
@@ -60,9 +61,11 @@
 //     NoTimeout), except for channels/open, channels/close and
 //     channels/publish, which keep a deadline of ChannelRequestTimeout
 //     (Server.TimeoutFor). Negative durations are errors everywhere.
-//   - Defaults are applied in one place, Server.WithDefaults, by the
-//     decoder and by the host alike, so a server configured in code gets
-//     what one from a file gets.
+//   - Defaults are applied in one place, Server.WithDefaults (and
+//     Agent.WithDefaults, InferenceRoute.WithDefaults, and
+//     Config.WithDefaults, which applies all of them), by the decoder and
+//     by the host alike, so a server or agent configured in code gets what
+//     one from a file gets.
 //   - store is the SQLite file holding channel decisions and the inbox of
 //     inbound messages; it is created if missing, and the host replays it
 //     at start.
@@ -95,6 +98,41 @@
 //     directory next to the file's. "~" is not expanded.
 //   - An empty file is an error (it is more often a wrong path than a
 //     wish); a file with servers: [] is valid.
+//   - agents is a list, not a mapping of names, so that its order is
+//     plain: the first agent is the primary (Config.Primary), the
+//     template of per-channel forks and the agent told by name what
+//     another can't act on. No agents (absent or []) is valid: the host
+//     runs none. name is required, unique (compared exactly) and matches
+//     ^[A-Za-z0-9_-]{1,64}$, the participant name model APIs accept.
+//   - model.provider is scripted, anthropic or openai, and selects the
+//     keys that go with it: script and echo (scripted); model, apiKeyEnv,
+//     baseURL and contextWindow (anthropic, openai); keyOptional (openai).
+//     A key of another provider is an error naming the providers it goes
+//     with, rather than a silent no-op. A scripted model has exactly one
+//     of script or echo: true (echo: false counts as absent); script is
+//     made absolute against the file's directory, as store is, and is not
+//     opened here (the package reads no file but the config). A hosted
+//     model needs model. apiKeyEnv defaults to ANTHROPIC_API_KEY or
+//     OPENAI_API_KEY; the provider reads the variable at each call, so no
+//     key is ever in a Config. baseURL is http:// or https://, refused
+//     with a user, password, or a credential or key parameter, as url is.
+//   - allowedTools is all (the default) or a list of patterns over the
+//     names agents see (channel_open, chat--send_message), matched as
+//     tools patterns are (AllowedTools.Allows). [] allows none; "all" in
+//     a list is refused, since it would name a tool called all. Nil
+//     Patterns means not given, which WithDefaults makes All.
+//   - maxTokens is more than 0 (default DefaultMaxTokens, 1024);
+//     contextWindow is 0 or more, 0 meaning unknown. Whole numbers are
+//     YAML integers, unquoted (200_000 and 0x400 included).
+//   - conversations is shared (the default) or per-channel; per-channel
+//     forks the primary for each channel, so it needs an agent.
+//   - inference lists routes, first match wins (Config.InferenceAgent);
+//     a request no route matches is refused. server is a configured id,
+//     compared exactly, or *; featureSet is a featureSets pattern; both
+//     default to *. agent must name a configured agent. A name or id given
+//     with a problem of its own counts as configured here, so each mistake
+//     is reported once. Suggestions for a misspelt name or id are made
+//     among at most 16 candidates, so that checking routes stays linear.
 //
 // The package is data: pure apart from Load reading the file and
 // Server.Token reading the environment (no goroutines, no clocks), and it

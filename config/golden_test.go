@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/internal/model/scripted"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -89,7 +90,8 @@ func TestExamples(t *testing.T) {
 }
 
 // TestDocExamples parses every ```yaml block in docs/config.md, so the
-// reference shows only files that load.
+// reference shows only files that load; a block whose first line starts
+// "# script file:" is a scripted model's script, and is read as one.
 func TestDocExamples(t *testing.T) {
 	data, err := os.ReadFile("../docs/config.md")
 	if err != nil {
@@ -108,6 +110,12 @@ func TestDocExamples(t *testing.T) {
 		}
 		rest = tail
 		blocks++
+		if strings.HasPrefix(block, "# script file:") {
+			if _, err := scripted.Parse([]byte(block), "docs/config.md block "+strconv.Itoa(blocks)); err != nil {
+				t.Errorf("%v\nin:\n%s", err, block)
+			}
+			continue
+		}
 		if _, err := config.Parse([]byte(block), "docs/config.md block "+strconv.Itoa(blocks), t.TempDir()); err != nil {
 			t.Errorf("%v\nin:\n%s", err, block)
 		}
@@ -135,7 +143,7 @@ func checkGolden(t *testing.T, path, got string) {
 }
 
 // dump renders a config for a golden: durations as text, the file's
-// directory as $DIR, and each server's conversions beside it.
+// directory as $DIR, and each server's and agent's conversions beside it.
 func dump(t *testing.T, cfg *config.Config) string {
 	t.Helper()
 	type server struct {
@@ -152,10 +160,24 @@ func dump(t *testing.T, cfg *config.Config) string {
 		Capabilities, FeatureSets     config.Patterns
 		Channels                      config.Channels
 	}
+	type agent struct {
+		config.Agent
+		AllowsChannelOpen, AllowsChatSend bool
+	}
 	out := struct {
-		Dir, Store string
-		Servers    []server
-	}{Dir: cfg.Dir, Store: cfg.Store, Servers: []server{}}
+		Dir, Store    string
+		Servers       []server
+		Agents        []agent
+		Primary       string
+		Conversations config.ConversationsMode
+		Inference     []config.InferenceRoute
+	}{Dir: cfg.Dir, Store: cfg.Store, Servers: []server{}, Agents: []agent{}, Conversations: cfg.Conversations, Inference: cfg.Inference}
+	for _, a := range cfg.Agents {
+		out.Agents = append(out.Agents, agent{a, a.AllowsTool("channel_open"), a.AllowsTool("chat--send_message")})
+	}
+	if p, ok := cfg.Primary(); ok {
+		out.Primary = p.Name
+	}
 	for _, s := range cfg.Servers {
 		out.Servers = append(out.Servers, server{
 			ID: s.ID, URL: s.URL, TokenEnv: s.TokenEnv, ToolPrefix: s.ToolPrefix,

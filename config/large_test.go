@@ -235,3 +235,43 @@ func TestLoadLongID(t *testing.T) {
 		t.Errorf("problem %s, want message %s", p, want)
 	}
 }
+
+// TestLoadManyAgents: agents' names and routes are checked in time linear
+// in their number: thousands of agents with one name, and thousands of
+// routes naming an agent and a server that aren't configured, each
+// reported once, with no suggestion among thousands of servers.
+func TestLoadManyAgents(t *testing.T) {
+	const n = 20_000
+	var b strings.Builder
+	b.WriteString("servers:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {id: s%d, command: [a]}\n", i)
+	}
+	b.WriteString("agents:\n")
+	for range n {
+		b.WriteString("  - {name: a, model: {provider: scripted, echo: true}}\n")
+	}
+	b.WriteString("inference:\n")
+	for range n {
+		b.WriteString("  - {server: s, agent: b}\n")
+	}
+	_, err := loadFast(t, b.String())
+	var cerr *config.Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 3*n-1 {
+		t.Fatalf("Load: %T %.500v", err, err)
+	}
+	for _, p := range []struct {
+		i    int
+		want string
+	}{
+		{0, fmt.Sprintf(`FILE:%d: agents[1].name: "a" is also the name of agents[0] (line %d); names must be unique`, n+4, n+3)},
+		{n - 1, fmt.Sprintf(`FILE:%d: inference[0].server: "s" is not the id of a server in servers:`, 2*n+4)},
+		{n, fmt.Sprintf(`FILE:%d: inference[0].agent: "b" is not the name of an agent in agents: (did you mean a?)`, 2*n+4)},
+	} {
+		got := cerr.Problems[p.i]
+		got.File = "FILE"
+		if got.String() != p.want {
+			t.Errorf("problem %d: %s\nwant %s", p.i, got, p.want)
+		}
+	}
+}

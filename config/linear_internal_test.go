@@ -79,7 +79,7 @@ func (d *decoder) refCrossServers(servers []placed) {
 // every known key did.
 func TestSuggestReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	known := [][]string{topKeys, serverKeys, reconnectKeys, policyKeys, channelsKeys, {"aB", "Ab", "ab"}}
+	known := [][]string{topKeys, serverKeys, reconnectKeys, policyKeys, channelsKeys, agentKeys, modelKeys, routeKeys, providers, conversationModes, {"aB", "Ab", "ab"}}
 	names := []string{"", "x", "ID", "Id", "comand", "commands", "envv", "inheritenv", "INHERITENV", "tool_prefix", "reconect", "Ünknown", "İd", "featuresets", "chanels", "token", "args"}
 	for _, ks := range known {
 		for _, k := range ks {

@@ -12,7 +12,26 @@ var (
 	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	capSegRE  = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
+	// agentNameRE is the name field model APIs accept for a participant.
+	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
+
+// maxAgentName is the longest an agent's name may be.
+const maxAgentName = 64
+
+// nameProblem says what makes name unfit as an agent's name, or "". A
+// name too long is not quoted: it may be any size.
+func nameProblem(name string) string {
+	switch {
+	case name == "":
+		return "is empty; every agent needs a name, like name: ada"
+	case len(name) > maxAgentName:
+		return fmt.Sprintf("is longer than %d characters; a name is a short identifier, like ada", maxAgentName)
+	case !agentNameRE.MatchString(name):
+		return fmt.Sprintf(`%q is not a valid name: use letters, digits, "_" and "-" only, like ada or helper-2`, name)
+	}
+	return ""
+}
 
 func idProblem(id string) string {
 	if id == "" {
@@ -74,6 +93,38 @@ func urlProblem(raw string) string {
 	return ""
 }
 
+// baseURLProblem says what makes raw unfit as a model API's base URL, or
+// "". It never quotes a URL that may hold a credential, and quotes others
+// without their query.
+func baseURLProblem(raw string) string {
+	const keyHint = "API keys are never written in the file: put the key in an environment variable and name the variable with apiKeyEnv"
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "is not a URL; write it like https://api.example.com/v1"
+	}
+	if u.User != nil {
+		return "holds a user or password; " + keyHint
+	}
+	for name := range u.Query() {
+		if credentialParam(name) || strings.EqualFold(name, "key") {
+			return fmt.Sprintf("has a parameter %s; %s", name, keyHint)
+		}
+	}
+	shown := raw
+	if u.RawQuery != "" || u.Fragment != "" {
+		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, Opaque: u.Opaque}).String()
+	}
+	switch {
+	case u.Scheme == "" || u.Opaque != "" || !strings.Contains(raw, "://"):
+		return fmt.Sprintf("%q has no scheme; write http://host:port/path or https://host:port/path", shown)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%q has scheme %s; a base URL must be http:// or https://", shown, u.Scheme)
+	case u.Host == "":
+		return fmt.Sprintf("%q has no host; write it like https://api.example.com/v1", shown)
+	}
+	return ""
+}
+
 func credentialParam(name string) bool {
 	n := strings.ToLower(name)
 	for _, w := range []string{"token", "secret", "password", "apikey", "api_key", "auth"} {
@@ -87,6 +138,19 @@ func credentialParam(name string) bool {
 func toolPatternProblem(p string) string {
 	if p == "" {
 		return "is empty; give a tool's bare name, or a pattern with *"
+	}
+	return ""
+}
+
+// agentToolPatternProblem checks an allowedTools entry: a tool's name as
+// agents see it, where * matches any run of characters. "all" in a list
+// would name a tool called all, which is not what it means.
+func agentToolPatternProblem(p string) string {
+	switch p {
+	case "":
+		return "is empty; give a tool's name as agents see it, like channel_open or chat--send_message, or a pattern with *"
+	case "all":
+		return `"all" in a list would name a tool called all; write allowedTools: all, not in a list, to allow every tool`
 	}
 	return ""
 }

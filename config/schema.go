@@ -11,7 +11,7 @@ import (
 
 // The keys each mapping accepts.
 var (
-	topKeys       = []string{"store", "servers"}
+	topKeys       = []string{"store", "servers", "agents", "conversations", "inference"}
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
@@ -37,11 +37,17 @@ func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
 		return nil
 	}
 	if deref(root).Kind != yaml.MappingNode {
-		d.add(root.Line, "", "the file must be a mapping of keys (store:, servers:), not %s", describe(root))
+		d.add(root.Line, "", "the file must be a mapping of keys (store:, servers:, agents:, ...), not %s", describe(root))
 		return nil
 	}
-	cfg = &Config{Dir: dir, Store: filepath.Join(dir, DefaultStore)}
-	var seen []placed
+	// Defaults are applied at the end, by Config.WithDefaults.
+	cfg = &Config{Dir: dir}
+	var (
+		seen     []placed
+		agents   []placedAgent
+		routes   []placedRoute
+		convLine int
+	)
 	d.fields(root, "", root.Line, "", topKeys, func(e entry, path string) {
 		switch e.name {
 		case "store":
@@ -74,9 +80,22 @@ func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
 				p.ID, p.ToolPrefix = s.ID, s.ToolPrefix
 				seen = append(seen, p)
 			}
+		case "agents":
+			cfg.Agents, agents = d.agents(e.val, path, e.key.Line, dir)
+		case "conversations":
+			convLine = e.key.Line
+			cfg.Conversations = d.conversations(e.val, path, e.key.Line)
+		case "inference":
+			cfg.Inference, routes = d.routes(e.val, path, e.key.Line)
 		}
 	})
 	d.crossServers(seen)
+	d.crossAgents(agents)
+	d.crossRoutes(routes, seen, agents)
+	if cfg.Conversations == ConversationsPerChannel && len(agents) == 0 {
+		d.add(convLine, "conversations", "per-channel gives each channel a fork of the primary agent, and the file configures no agent; add one under agents:, or leave conversations out")
+	}
+	*cfg = cfg.WithDefaults()
 	return cfg
 }
 
