@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 )
 
@@ -15,10 +17,17 @@ type Memory struct {
 	inbox   []Message
 	seen    map[[3]string]bool
 	lastMsg int64
+	// history is every conversation's entries, in Seq order; lastEntry
+	// the Seq Record gave last.
+	history   map[string][]Entry
+	lastEntry int64
+	cursors   map[string]int64
 }
 
 // NewMemory returns an empty memory store.
-func NewMemory() *Memory { return &Memory{seen: map[[3]string]bool{}} }
+func NewMemory() *Memory {
+	return &Memory{seen: map[[3]string]bool{}, history: map[string][]Entry{}, cursors: map[string]int64{}}
+}
 
 // Append implements Store. It refuses, all or none, a call with a record
 // that fails Record.Validate.
@@ -113,10 +122,104 @@ func (m *Memory) Messages(ctx context.Context, after int64, fn func(Message) err
 	return nil
 }
 
+// Record implements Store. It refuses, all or none, a call with an entry
+// whose Conversation is empty, or a cursor with an empty name or a
+// negative position, with an error wrapping ErrInvalid. It keeps a copy
+// of each entry's Body, so the caller may reuse its buffer.
+func (m *Memory) Record(ctx context.Context, entries []Entry, cursors map[string]int64) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := validateRecord(entries, cursors); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Entry, len(entries))
+	for i, e := range entries {
+		m.lastEntry++
+		e.Seq = m.lastEntry
+		e.Body = bytes.Clone(e.Body)
+		m.history[e.Conversation] = append(m.history[e.Conversation], e)
+		out[i] = e
+		out[i].Body = entries[i].Body
+	}
+	maps.Copy(m.cursors, cursors)
+	return out, nil
+}
+
+// validateRecord checks a Record call's entries and cursors, as Memory
+// does (a backend's own checks may add to these): every entry names its
+// conversation, every cursor has a name and a position of 0 or more.
+func validateRecord(entries []Entry, cursors map[string]int64) error {
+	what := "record " + counted(len(entries), "entry", "entries") + " and " + counted(len(cursors), "cursor", "cursors")
+	for i := range entries {
+		if entries[i].Conversation == "" {
+			return fmt.Errorf("%s: entry %d: %w: no conversation", what, i+1, ErrInvalid)
+		}
+	}
+	for name, pos := range cursors {
+		switch {
+		case name == "":
+			return fmt.Errorf("%s: %w: a cursor with no name", what, ErrInvalid)
+		case pos < 0:
+			return fmt.Errorf("%s: cursor %q: %w: negative position %d", what, name, ErrInvalid, pos)
+		}
+	}
+	return nil
+}
+
+// History implements Store. fn gets a copy of each entry's Body, which it
+// may keep or change.
+func (m *Memory) History(ctx context.Context, conversation string, fn func(Entry) error) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	h := m.history[conversation]
+	h = h[:len(h):len(h)]
+	m.mu.Unlock()
+	for _, e := range h {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e.Body = bytes.Clone(e.Body)
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cursors implements Store. The map is the caller's.
+func (m *Memory) Cursors(ctx context.Context) (map[string]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return maps.Clone(m.cursors), nil
+}
+
 // Close implements Store.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
 	return nil
+}
+
+// counted is "1 entry", "3 entries".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

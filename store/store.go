@@ -81,6 +81,10 @@ type Message struct {
 	Channel   string
 	MessageID string
 	ThreadID  string
+	// Kind is KindChannelMessage or KindPushEvent; FeatureSet is a push
+	// event's.
+	Kind       string
+	FeatureSet string
 	// Tags are the message's event tags with SPEC §16.3's core closure
 	// applied at receipt; nil for none.
 	Tags []string
@@ -90,6 +94,29 @@ type Message struct {
 	// At is when this host accepted it.
 	At time.Time
 }
+
+// Entry is one piece of a conversation's history: what the agent layer
+// recorded of a turn (a message it was shown, the model's answer, a
+// tool's result, a notice), in that layer's own encoding.
+type Entry struct {
+	// Seq is the entry's place, set by Record: it increases across every
+	// conversation and is never reused.
+	Seq int64
+	// Conversation names the history: an agent, or a fork's
+	// "agent@channel".
+	Conversation string
+	Body         json.RawMessage
+	At           time.Time
+}
+
+// Message kinds.
+const (
+	// KindChannelMessage is a channels/incoming message (Kind "").
+	KindChannelMessage = ""
+	// KindPushEvent is a push/event: MessageID is its eventId, Channel
+	// "", FeatureSet its feature set.
+	KindPushEvent = "push"
+)
 
 // Store is durable host state. Its methods are safe for concurrent use.
 type Store interface {
@@ -108,6 +135,19 @@ type Store interface {
 	// Messages calls fn with every inbox message whose Seq is above after,
 	// in Seq order. An error from fn stops it and is returned.
 	Messages(ctx context.Context, after int64, fn func(Message) error) error
+	// Record appends entries to their conversations' histories, in order,
+	// and sets the named cursors, all or none, and returns the entries
+	// with Seq set. It returns only once they are durable. A turn records
+	// what it saw and did and the inbox position it consumed up to in one
+	// call, so a crash before it replays those messages rather than
+	// losing them.
+	Record(ctx context.Context, entries []Entry, cursors map[string]int64) ([]Entry, error)
+	// History calls fn with every entry of conversation, in Seq order. An
+	// error from fn stops it and is returned.
+	History(ctx context.Context, conversation string, fn func(Entry) error) error
+	// Cursors returns every cursor Record has set, by name (empty when
+	// none).
+	Cursors(ctx context.Context) (map[string]int64, error)
 	// Close releases the store; its other methods then fail with
 	// ErrClosed.
 	Close() error

@@ -3,13 +3,16 @@ package sqlite
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,17 +33,33 @@ import (
 //
 //	A <call> <seq>...    an Append of len(seq) records, acknowledged
 //	M <call> <seq>...    an AddMessages, acknowledged; 0 for a duplicate
+//	R <call> <seq>...    a Record of len(seq) entries, acknowledged
 //
 // A record's Source is "<call> <i> <n>": record i of the call's n. A
 // message's id is "<call>.<i>" and its ThreadID "<call>/<n>", n counting
 // the call's new messages (a call may also resend an older message, which
-// is not added again).
+// is not added again). A Record's call is "<cursor>/<pos>": it sets the
+// cursor to pos (each cursor is one goroutine's, which counts pos up from
+// 1) and records entries alternating between the conversations
+// crashConversations, each with the body crashEntry.
 
 const (
 	crashFileEnv = "MCPL_STORE_CRASH_FILE"
 	crashRunEnv  = "MCPL_STORE_CRASH_RUN"
 	crashSeedEnv = "MCPL_STORE_CRASH_SEED"
 )
+
+// crashConversations are the conversations the child records in.
+var crashConversations = [...]string{"conv0", "conv1"}
+
+// crashEntry is the body of a crash test's history entry: entry I of the
+// N of the Record that set Cursor to Pos.
+type crashEntry struct {
+	Cursor string `json:"cursor"`
+	Pos    int64  `json:"pos"`
+	I      int    `json:"i"`
+	N      int    `json:"n"`
+}
 
 func TestCrashChild(t *testing.T) {
 	path := os.Getenv(crashFileEnv)
@@ -125,13 +144,39 @@ func TestCrashChild(t *testing.T) {
 			prev.Seq = 0
 		}
 	})
+	for g := range 2 {
+		wg.Go(func() {
+			name := fmt.Sprintf("r%sh%d", run, g)
+			for pos := int64(1); ; pos++ {
+				n := 1 + int(pos)%3
+				entries := make([]store.Entry, n)
+				for i := range entries {
+					body, _ := json.Marshal(crashEntry{Cursor: name, Pos: pos, I: i, N: n})
+					entries[i] = store.Entry{Conversation: crashConversations[i%len(crashConversations)], Body: body, At: time.Now()}
+				}
+				out, err := d.Record(ctx, entries, map[string]int64{name: pos})
+				if err != nil {
+					say(fmt.Sprintf("ERR %v\n", err))
+					return
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "R %s/%d", name, pos)
+				for _, e := range out {
+					fmt.Fprintf(&b, " %d", e.Seq)
+				}
+				say(b.String() + "\n")
+			}
+		})
+	}
 	wg.Wait() // only if a write failed
 	os.Exit(1)
 }
 
-// acked is what the children acknowledged: call -> Seqs.
+// acked is what the children acknowledged: call -> Seqs, and each
+// cursor's furthest position.
 type acked struct {
-	records, messages map[string][]int64
+	records, messages, entries map[string][]int64
+	cursors                    map[string]int64
 }
 
 func TestCrash(t *testing.T) {
@@ -156,7 +201,7 @@ func TestCrash(t *testing.T) {
 	})
 	rng := rand.New(rand.NewPCG(seed, 0))
 	path := filepath.Join(t.TempDir(), "state", "host.db")
-	all := acked{records: map[string][]int64{}, messages: map[string][]int64{}}
+	all := acked{records: map[string][]int64{}, messages: map[string][]int64{}, entries: map[string][]int64{}, cursors: map[string]int64{}}
 	start := time.Now()
 	done := 0
 	for ; done < iterations && time.Since(start) < budget; done++ {
@@ -166,7 +211,7 @@ func TestCrash(t *testing.T) {
 		crashChild(t, path, done, killAfter, all)
 		verify(t, path, all)
 	}
-	t.Logf("%d crashes in %v; %d calls appended and %d added acknowledged", done, time.Since(start).Round(time.Millisecond), len(all.records), len(all.messages))
+	t.Logf("%d crashes in %v; %d calls appended, %d added and %d recorded acknowledged", done, time.Since(start).Round(time.Millisecond), len(all.records), len(all.messages), len(all.entries))
 	if done < 3 {
 		t.Fatalf("only %d crashes within %v", done, budget)
 	}
@@ -225,7 +270,7 @@ func crashChild(t *testing.T, path string, run, killAfter int, all acked) {
 			continue
 		case "ERR":
 			t.Fatalf("child %d: %s", run, sc.Text())
-		case "A", "M":
+		case "A", "M", "R":
 		default:
 			continue // the test framework's own lines
 		}
@@ -238,10 +283,19 @@ func crashChild(t *testing.T, path string, run, killAfter int, all acked) {
 				t.Fatalf("child %d: line %q: %v", run, sc.Text(), err)
 			}
 		}
-		if f[0] == "A" {
+		switch f[0] {
+		case "A":
 			all.records[f[1]] = seqs
-		} else {
+		case "M":
 			all.messages[f[1]] = seqs
+		case "R":
+			all.entries[f[1]] = seqs
+			name, p, _ := strings.Cut(f[1], "/")
+			pos, err := strconv.ParseInt(p, 10, 64)
+			if err != nil {
+				t.Fatalf("child %d: line %q: %v", run, sc.Text(), err)
+			}
+			all.cursors[name] = max(all.cursors[name], pos)
 		}
 		writes++
 		if writes == killAfter {
@@ -346,7 +400,94 @@ func verify(t *testing.T, path string, all acked) {
 			}
 		}
 	}
+	verifyHistory(t, d, all)
 	if t.Failed() {
 		t.FailNow()
+	}
+}
+
+// verifyHistory checks the histories and cursors against what was
+// acknowledged: each Record's entries all there, at consecutive Seqs, with
+// its cursor, or none of it; every acknowledged one there at its Seqs; and
+// every cursor as far as acknowledged at least.
+func verifyHistory(t *testing.T, d *DB, all acked) {
+	t.Helper()
+	ctx := t.Context()
+	var entries []store.Entry
+	for _, conv := range crashConversations {
+		if err := d.History(ctx, conv, func(e store.Entry) error {
+			entries = append(entries, e)
+			return nil
+		}); err != nil {
+			t.Fatalf("reading the history of %s after the crash: %v", conv, err)
+		}
+	}
+	slices.SortFunc(entries, func(a, b store.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	type present struct {
+		n    int
+		seqs []int64
+	}
+	calls := map[string]*present{} // "<cursor>/<pos>"
+	top := map[string]int64{}      // cursor -> the furthest pos with entries
+	for k, e := range entries {
+		if k > 0 && e.Seq == entries[k-1].Seq {
+			t.Fatalf("Seq %d twice in the histories", e.Seq)
+		}
+		var ce crashEntry
+		if err := json.Unmarshal(e.Body, &ce); err != nil {
+			t.Fatalf("entry %d: body %q: %v", e.Seq, e.Body, err)
+		}
+		if want := crashConversations[ce.I%len(crashConversations)]; e.Conversation != want {
+			t.Errorf("entry %d (%+v) is in %s, want %s", e.Seq, ce, e.Conversation, want)
+		}
+		id := fmt.Sprintf("%s/%d", ce.Cursor, ce.Pos)
+		p := calls[id]
+		if p == nil {
+			p = &present{n: ce.N}
+			calls[id] = p
+		}
+		if ce.I != len(p.seqs) || ce.I > 0 && e.Seq != p.seqs[ce.I-1]+1 {
+			t.Fatalf("call %s: entry %d of %d at Seq %d after Seqs %v", id, ce.I, ce.N, e.Seq, p.seqs)
+		}
+		p.seqs = append(p.seqs, e.Seq)
+		top[ce.Cursor] = max(top[ce.Cursor], ce.Pos)
+	}
+	for id, p := range calls {
+		if len(p.seqs) != p.n {
+			t.Errorf("call %s is in the histories in part: %d of its %d entries", id, len(p.seqs), p.n)
+		}
+	}
+	for id, seqs := range all.entries {
+		if p := calls[id]; p == nil || fmt.Sprint(p.seqs) != fmt.Sprint(seqs) {
+			t.Errorf("acknowledged Record %s at Seqs %v: the histories have %v", id, seqs, p)
+		}
+	}
+
+	cursors, err := d.Cursors(ctx)
+	if err != nil {
+		t.Fatalf("reading the cursors after the crash: %v", err)
+	}
+	for name, pos := range all.cursors {
+		if cursors[name] < pos {
+			t.Errorf("cursor %s is at %d, acknowledged at %d", name, cursors[name], pos)
+		}
+	}
+	// A cursor and its Record's entries went in together: each cursor is
+	// at the furthest of its Records there, and every Record up to it is
+	// there (its goroutine made them one after another).
+	for name, pos := range cursors {
+		if top[name] != pos {
+			t.Errorf("cursor %s is at %d, but the histories' furthest Record of it is at %d", name, pos, top[name])
+		}
+		for p := int64(1); p <= pos; p++ {
+			if calls[fmt.Sprintf("%s/%d", name, p)] == nil {
+				t.Errorf("cursor %s is at %d, but its Record at %d is not in the histories", name, pos, p)
+			}
+		}
+	}
+	for name := range top {
+		if _, ok := cursors[name]; !ok {
+			t.Errorf("the histories have Records of cursor %s, which is not set", name)
+		}
 	}
 }

@@ -30,6 +30,25 @@ import (
 //
 //   - inbox.tags holds a message's event tags, closed at receipt, as a
 //     JSON array ('[]' for none, and for the messages version 1 kept).
+//
+// Version 3:
+//
+//   - history is every conversation's history (store.Entry), one row an
+//     entry. seq is AUTOINCREMENT, numbering across conversations, never
+//     reused. body is the entry's encoding as recorded, NULL for none; at
+//     is as in log. history_conversation serves DB.History's reading of
+//     one conversation in seq order.
+//   - cursors holds the positions DB.Record sets, one row a name, updated
+//     in place.
+//   - inbox.kind is the message's store.Message.Kind: empty for a
+//     channel message (and for the messages version 2 kept), 'push' for a
+//     push event. inbox.feature_set is a push event's feature set, empty
+//     for a channel message. Dedupe stays by (server, channel,
+//     message_id): a push event has an empty channel and its eventId for
+//     message_id.
+//
+// history and cursors are STRICT tables, as log and inbox are, and their
+// CHECKs refuse what DB.Record refuses, as log's do what DB.Append does.
 var migrations = []string{
 	`CREATE TABLE log (
 		seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -53,11 +72,24 @@ var migrations = []string{
 		UNIQUE (server, channel, message_id)
 	) STRICT;`,
 	`ALTER TABLE inbox ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';`,
+	`CREATE TABLE history (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		conversation TEXT NOT NULL CHECK (conversation <> ''),
+		body BLOB,
+		at INTEGER
+	) STRICT;
+	CREATE INDEX history_conversation ON history (conversation, seq);
+	CREATE TABLE cursors (
+		name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),
+		position INTEGER NOT NULL CHECK (position >= 0)
+	) STRICT;
+	ALTER TABLE inbox ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE inbox ADD COLUMN feature_set TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func init() {
 	if len(migrations) != SchemaVersion {

@@ -7,8 +7,8 @@
 // the file itself with mode 0o600: the inbox holds what servers sent the
 // agent, which is nobody else's to read. SQLite gives its -wal and -shm
 // files the database file's mode. The file is in WAL mode with
-// synchronous=FULL, so a commit is on disk (fsync) before Append or
-// AddMessages returns, and readers never wait for the writer.
+// synchronous=FULL, so a commit is on disk (fsync) before Append,
+// AddMessages or Record returns, and readers never wait for the writer.
 // foreign_keys is on (the schema has none yet; a later one may).
 //
 // The schema is versioned in PRAGMA user_version (see SchemaVersion); Open
@@ -18,8 +18,8 @@
 //
 // # Writes: group commit
 //
-// One goroutine owns the write connection. Append and AddMessages queue
-// their call and wait; the writer takes what is queued (at most
+// One goroutine owns the write connection. Append, AddMessages and Record
+// queue their call and wait; the writer takes what is queued (at most
 // Options.MaxBatchCalls calls and Options.MaxBatchBytes bytes) and writes it
 // in one transaction, each call inside a SAVEPOINT of its own: a call that
 // fails (a record the schema refuses) is rolled back alone and fails alone,
@@ -38,8 +38,9 @@
 //
 // # Reads
 //
-// Replay and Messages read through a pool of read-only connections
-// (Options.ReadConns), concurrently with the writer and with each other;
+// Replay, Messages, History and Cursors read through a pool of read-only
+// connections (Options.ReadConns), concurrently with the writer and with
+// each other;
 // each sees the file as of its start (a snapshot). Times are kept as Unix
 // nanoseconds, so At reads back exactly as appended, in UTC; the zero time
 // is kept as NULL and reads back as the zero time. An At outside the years
@@ -50,8 +51,8 @@
 //
 // Close stops taking calls (later ones fail with store.ErrClosed), lets the
 // writer finish every call already queued, commits them, then closes the
-// file. A Replay or Messages already reading goes on to its end on its own
-// connection, which closes when it returns.
+// file. A Replay, Messages or History already reading goes on to its end on
+// its own connection, which closes when it returns.
 package sqlite
 
 import (
@@ -87,8 +88,8 @@ type Options struct {
 	// group commit holds; a call larger than that is a batch of its own.
 	// 0 means 4 MiB.
 	MaxBatchBytes int
-	// ReadConns is the number of read connections Replay and Messages
-	// share. 0 means 4.
+	// ReadConns is the number of read connections Replay, Messages,
+	// History and Cursors share. 0 means 4.
 	ReadConns int
 }
 
@@ -120,8 +121,8 @@ type DB struct {
 
 	write *sql.DB // one connection, pinned by the writer goroutine
 	read  *sql.DB // the read pool
-	// replay and messages are prepared on read.
-	replay, messages *sql.Stmt
+	// The reads' statements, prepared on read.
+	replay, messages, history, cursors *sql.Stmt
 
 	mu     sync.Mutex
 	queue  []*call // calls waiting for the writer
@@ -182,7 +183,13 @@ func Open(path string, opts *Options) (*DB, error) {
 		d.replay, err = d.read.PrepareContext(ctx, `SELECT seq, kind, server, channel, state, source, message_id, acknowledgment, at FROM log ORDER BY seq`)
 	}
 	if err == nil {
-		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at, tags FROM inbox WHERE seq > ? ORDER BY seq`)
+		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set FROM inbox WHERE seq > ? ORDER BY seq`)
+	}
+	if err == nil {
+		d.history, err = d.read.PrepareContext(ctx, `SELECT seq, body, at FROM history WHERE conversation = ? ORDER BY seq`)
+	}
+	if err == nil {
+		d.cursors, err = d.read.PrepareContext(ctx, `SELECT name, position FROM cursors`)
 	}
 	if err != nil {
 		err = d.openErr(err, "open the read connections")
@@ -296,7 +303,7 @@ func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) e
 	for rows.Next() {
 		var body []byte // fresh per message: fn may keep it
 		var tags string
-		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags); err != nil {
+		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags, &msg.Kind, &msg.FeatureSet); err != nil {
 			return d.readErr(ctx, err, "read the inbox: message after seq %d", msg.Seq)
 		}
 		msg.Body, msg.At, msg.Tags = body, fromNanos(at), nil
@@ -370,7 +377,7 @@ func (d *DB) Close() error {
 
 func (d *DB) closeReads() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{d.replay, d.messages} {
+	for _, s := range []*sql.Stmt{d.replay, d.messages, d.history, d.cursors} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
@@ -415,10 +422,13 @@ func keepable(t time.Time) bool {
 	return t.IsZero() || time.Unix(0, t.UnixNano()).Equal(t)
 }
 
-// plural is "1 record", "3 records".
+// plural is "1 record", "3 records", "2 entries".
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
+	}
+	if stem, ok := strings.CutSuffix(word, "y"); ok {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -529,33 +529,68 @@ func TestBrokenStoreRefusesWrites(t *testing.T) {
 	}
 }
 
-// TestMigrateFromVersion1: a file of schema version 1 opens at the current
-// version with its messages kept, tagless.
-func TestMigrateFromVersion1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	raw, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
+// A Record that the schema refuses in the writer leaves none of its
+// entries and none of its cursors, alone in its transaction or in a group
+// commit, where the other calls commit.
+func TestRecordFailsWhole(t *testing.T) {
+	d := openTemp(t)
+	mustExec(t, rawDB(t, d.Path()), `CREATE TRIGGER test_fail BEFORE INSERT ON history WHEN CAST(NEW.body AS TEXT) = 'fail'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END`)
+	ctx := t.Context()
+	bad := []store.Entry{{Conversation: "a", Body: []byte("ok")}, {Conversation: "b", Body: []byte("fail")}}
+	_, err := d.Record(ctx, bad, map[string]int64{"a": 1})
+	want := "store " + d.Path() + ": record 2 entries and 1 cursor: entry 2: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "refused by the test trigger") {
+		t.Fatalf("Record = %v, want an error starting %q and giving SQLite's", err, want)
+	}
+
+	release, first := stall(t, d)
+	record := func(entries []store.Entry, cursors map[string]int64) <-chan error {
+		n := queueLen(d)
+		ch := make(chan error, 1)
+		go func() {
+			_, err := d.Record(ctx, entries, cursors)
+			ch <- err
+		}()
+		waitFor(t, "the call to be queued", func() bool { return queueLen(d) == n+1 })
+		return ch
+	}
+	a := record([]store.Entry{{Conversation: "a", Body: []byte("a1")}}, map[string]int64{"a": 2})
+	b := record(bad, map[string]int64{"a": 3, "b": 3})
+	c := appendAsync(t, d, ctx, decision("c"))
+	before := d.batches.Load()
+	release()
+	if err := errors.Join(<-first, <-a, <-c); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, raw, migrations[0])
-	mustExec(t, raw, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at) VALUES ('s', 'c', 'm1', '', X'7b7d', 1)`)
-	mustExec(t, raw, "PRAGMA user_version = 1")
-	raw.Close()
-	d, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
+	if err := <-b; err == nil || !strings.Contains(err.Error(), "record 2 entries and 2 cursors: entry 2: ") {
+		t.Errorf("the failing Record: %v, want its entry 2 refused", err)
 	}
-	defer d.Close()
-	var got []store.Message
-	d.Messages(t.Context(), 0, func(m store.Message) error {
-		got = append(got, m)
-		return nil
-	})
-	if len(got) != 1 || got[0].MessageID != "m1" || got[0].Tags != nil {
-		t.Errorf("messages after the migration = %+v", got)
+	if got := d.batches.Load() - before; got != 1 {
+		t.Errorf("the three queued calls took %d transactions, want 1", got)
 	}
-	added, err := d.AddMessages(t.Context(), []store.Message{{Server: "s", Channel: "c", MessageID: "m2", Tags: []string{"chat:dm"}}})
-	if err != nil || !added[0] {
-		t.Fatalf("AddMessages after the migration: %v %v", added, err)
+	var bodies []string
+	for _, conv := range []string{"a", "b"} {
+		if err := d.History(ctx, conv, func(e store.Entry) error { bodies = append(bodies, string(e.Body)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"a1"}; !equal(bodies, want) {
+		t.Errorf("histories hold %v, want %v", bodies, want)
+	}
+	if cur, err := d.Cursors(ctx); err != nil || len(cur) != 1 || cur["a"] != 2 {
+		t.Errorf("cursors = %v, %v; want a at 2 alone", cur, err)
+	}
+	if got, want := sources(t, d), []string{"first", "c"}; !equal(got, want) {
+		t.Errorf("log holds %v, want %v", got, want)
+	}
+}
+
+// Record refuses, before it is queued, what the store cannot keep.
+func TestRecordRefusesAt(t *testing.T) {
+	d := openTemp(t)
+	_, err := d.Record(t.Context(), []store.Entry{{Conversation: "a", At: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)}}, nil)
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "record 1 entry and 0 cursors: entry 1: ") {
+		t.Errorf("Record(year 1500) = %v, want store.ErrInvalid naming the entry", err)
 	}
 }

@@ -14,13 +14,15 @@ import (
 	"github.com/mcpl-go/mcpl/store"
 )
 
-// A call is one Append or AddMessages waiting for the writer.
+// A call is one Append, AddMessages or Record waiting for the writer.
 type call struct {
-	ctx   context.Context
-	inbox bool // AddMessages: msgs; else Append: recs
-	recs  []store.Record
-	msgs  []store.Message
-	size  int // bytes of strings and bodies, for Options.MaxBatchBytes
+	ctx     context.Context
+	kind    callKind
+	recs    []store.Record  // Append's
+	msgs    []store.Message // AddMessages'
+	entries []store.Entry   // Record's, and
+	cursors []cursor        // its cursors, by name
+	size    int             // bytes of strings and bodies, for Options.MaxBatchBytes
 
 	// state is queued until the writer takes the call (taken) or its
 	// caller gives up on it first (abandoned); whichever swaps it first
@@ -28,8 +30,8 @@ type call struct {
 	state atomic.Int32
 	done  chan struct{} // closed by finish
 
-	// Set by the writer before finish: the Seq of each record or message
-	// (0 for a message not added), and the call's outcome.
+	// Set by the writer before finish: the Seq of each record, message (0
+	// for a message not added) or entry, and the call's outcome.
 	seqs []int64
 	err  error
 }
@@ -40,9 +42,27 @@ const (
 	abandoned
 )
 
+// callKind says which method made a call.
+type callKind int8
+
+const (
+	appendCall callKind = iota // Append: recs
+	inboxCall                  // AddMessages: msgs
+	recordCall                 // Record: entries and cursors
+)
+
+// cursor is one cursor a Record call sets.
+type cursor struct {
+	name string
+	pos  int64
+}
+
 func (c *call) what() string {
-	if c.inbox {
+	switch c.kind {
+	case inboxCall:
 		return "add " + plural(len(c.msgs), "message")
+	case recordCall:
+		return "record " + plural(len(c.entries), "entry") + " and " + plural(len(c.cursors), "cursor")
 	}
 	return "append " + plural(len(c.recs), "record")
 }
@@ -88,13 +108,13 @@ func (d *DB) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &call{ctx: ctx, inbox: true, msgs: msgs}
+	c := &call{ctx: ctx, kind: inboxCall, msgs: msgs}
 	for i := range msgs {
 		m := &msgs[i]
 		if !keepable(m.At) {
 			return nil, fmt.Errorf("store %s: %s: message %d: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, m.At)
 		}
-		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Body)
+		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.Body)
 		for _, t := range m.Tags {
 			c.size += 3 + len(t)
 		}
@@ -124,7 +144,7 @@ func (d *DB) do(c *call) error {
 	case d.broken != nil:
 		d.mu.Unlock()
 		return d.brokenErr(c, d.broken)
-	case len(c.recs) == 0 && len(c.msgs) == 0:
+	case len(c.recs) == 0 && len(c.msgs) == 0 && len(c.entries) == 0 && len(c.cursors) == 0:
 		d.mu.Unlock()
 		return nil
 	}
@@ -196,7 +216,7 @@ func (d *DB) next() ([]*call, bool) {
 type writer struct {
 	conn                                                    *sql.Conn
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
-	insLog, insMsg                                          *sql.Stmt
+	insLog, insMsg, insEntry, setCursor                     *sql.Stmt
 }
 
 // openWriter pins the write connection, migrates the schema and prepares
@@ -226,7 +246,9 @@ func (d *DB) openWriter(ctx context.Context) (*writer, error) {
 		{&w.release, "RELEASE call"},
 		{&w.rollbackTo, "ROLLBACK TO call"},
 		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
+		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
 	} {
 		if *s.stmt, err = conn.PrepareContext(ctx, s.sql); err != nil {
 			w.close()
@@ -237,7 +259,7 @@ func (d *DB) openWriter(ctx context.Context) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.insLog, w.insMsg} {
+	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.insLog, w.insMsg, w.insEntry, w.setCursor} {
 		if s != nil {
 			s.Close()
 		}
@@ -372,9 +394,13 @@ func cleanFailure(err error) bool {
 	return false
 }
 
-// write inserts c's records or messages, setting c.seqs.
+// write inserts c's records, messages or entries and cursors, setting
+// c.seqs.
 func (w *writer) write(ctx context.Context, c *call) error {
-	if !c.inbox {
+	switch c.kind {
+	case recordCall:
+		return w.writeRecord(ctx, c)
+	case appendCall:
 		c.seqs = make([]int64, len(c.recs))
 		for i := range c.recs {
 			r := &c.recs[i]
@@ -391,7 +417,7 @@ func (w *writer) write(ctx context.Context, c *call) error {
 	c.seqs = make([]int64, len(c.msgs))
 	for i := range c.msgs {
 		m := &c.msgs[i]
-		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags))
+		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags), m.Kind, m.FeatureSet)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()

@@ -33,8 +33,8 @@ type config struct {
 
 // Reopen gives Run a way to reopen a store's data: reopen returns a new
 // store on the data of s, which the test has closed. Run then checks that a
-// reopened store replays every record and message the closed one had, and
-// goes on numbering after them.
+// reopened store replays every record, message, history entry and cursor
+// the closed one had, and goes on numbering after them.
 func Reopen(reopen func(t *testing.T, s store.Store) store.Store) Option {
 	return func(c *config) { c.reopen = reopen }
 }
@@ -71,6 +71,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"MessagesStopsAtFnError", testMessagesStops},
 		{"EndedContextWritesNothing", testCanceled},
 		{"Close", testClose},
+		{"RecordAssignsIncreasingSeq", testRecordSeq},
+		{"RecordNothing", testRecordNothing},
+		{"HistoryFiltersByConversation", testHistoryFilters},
+		{"HistoryStopsAtFnError", testHistoryStops},
+		{"RecordIsAllOrNone", testRecordAllOrNone},
+		{"CursorsOverwrite", testCursors},
+		{"ConcurrentRecords", testConcurrentRecords},
+		{"MessageKinds", testMessageKinds},
+		{"RecordEndedContextWritesNothing", testRecordCanceled},
+		{"RecordClose", testRecordClose},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +92,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		t.Run("ReopenKeepsEverything", func(t *testing.T) {
 			t.Parallel()
 			testReopen(t, open2(t), func(t *testing.T, s store.Store) store.Store {
+				r := cfg.reopen(t, s)
+				t.Cleanup(func() { r.Close() })
+				return r
+			})
+		})
+		t.Run("ReopenKeepsHistoryAndCursors", func(t *testing.T) {
+			t.Parallel()
+			testReopenHistory(t, open2(t), func(t *testing.T, s store.Store) store.Store {
 				r := cfg.reopen(t, s)
 				t.Cleanup(func() { r.Close() })
 				return r
