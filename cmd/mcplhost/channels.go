@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,24 +156,20 @@ func channelsUsageError(stderr io.Writer, msg string) int {
 // channel.
 func printDecisions(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
 	last := map[[2]string]decisionRow{}
-	var order [][2]string
 	err := st.Replay(ctx, func(r store.Record) error {
-		if r.Kind != store.KindDecision {
-			return nil
+		if r.Kind == store.KindDecision {
+			last[[2]string{r.Server, r.Channel}] = decisionRow{Server: r.Server, Channel: r.Channel, State: string(r.State), Source: r.Source, Seq: r.Seq, At: r.At}
 		}
-		k := [2]string{r.Server, r.Channel}
-		if _, seen := last[k]; !seen {
-			order = append(order, k)
-		}
-		last[k] = decisionRow{Server: r.Server, Channel: r.Channel, State: string(r.State), Source: r.Source, Seq: r.Seq, At: r.At}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	rows := make([]decisionRow, 0, len(order))
-	for _, k := range sortedKeys(order) {
-		rows = append(rows, last[k])
+	rows := slices.SortedFunc(maps.Values(last), func(a, b decisionRow) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Channel, b.Channel))
+	})
+	if rows == nil {
+		rows = []decisionRow{}
 	}
 	if asJSON {
 		return printer{w}.json(rows)
@@ -255,24 +254,6 @@ func printInbox(ctx context.Context, st store.Store, w io.Writer, asJSON bool) e
 	}
 	printTable(w, table)
 	return nil
-}
-
-// sortedKeys sorts channel keys by server, then channel.
-func sortedKeys(keys [][2]string) [][2]string {
-	out := append([][2]string(nil), keys...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
-
-func less(a, b [2]string) bool {
-	if a[0] != b[0] {
-		return a[0] < b[0]
-	}
-	return a[1] < b[1]
 }
 
 func stamp(t time.Time) string {

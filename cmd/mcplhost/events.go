@@ -293,7 +293,7 @@ func mergeListed(registered []probeChannel, listed []protocol.ChannelDescriptor)
 // the server hears it was accepted, unless its content shows nothing an
 // agent could read, which a host refuses (-32602, reason empty-content).
 func acceptEvent(_ context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
-	if !content.Visible(content.Lane{Provenance: content.ProvenancePushEvent}.View(ev.Params.Payload.Content)) {
+	if !content.Shows(ev.Params.Payload.Content) {
 		return protocol.PushEventResult{}, emptyContent
 	}
 	return protocol.PushEventResult{Accepted: true}, nil

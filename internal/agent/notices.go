@@ -76,10 +76,8 @@ func routeOpened(n channels.Notice, reader Reader, ok bool, p Reader, hasPrimary
 	if !hasPrimary || (readerTold && reader.Name == p.Name) {
 		return out
 	}
-	if !readerTold || !closesAll(reader, n.Channels) {
-		if closesAll(p, n.Channels) || !readerTold {
-			out = append(out, Delivery{To: p.Name, Text: textOpened(n, agentName(n, reader), p)})
-		}
+	if !readerTold || (!closesAll(reader, n.Channels) && closesAll(p, n.Channels)) {
+		out = append(out, Delivery{To: p.Name, Text: textOpened(n, agentName(n, reader), p)})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -249,18 +250,8 @@ func (s *schedule) restart() {
 	}
 	s.futures.Wait()
 	s.rg.open()
-	for _, id := range slices.Sorted(mapKeys(s.live)) {
+	for _, id := range slices.Sorted(maps.Keys(s.live)) {
 		s.rg.register(s.desc(id, false, false))
-	}
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 

@@ -363,7 +363,7 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 		}
 		// A message that shows an agent nothing is refused: blocks this
 		// host can't show still count, as their markers say something.
-		if blocks, ok := content.Blocks(msg.Content); !ok || !content.Visible(content.Lane{}.View(blocks)) {
+		if blocks, ok := content.Blocks(msg.Content); !ok || !content.Shows(blocks) {
 			in.results[i].Reason = content.ReasonEmptyContent
 			continue
 		}

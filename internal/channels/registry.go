@@ -13,6 +13,7 @@
 package channels
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -282,22 +283,9 @@ func (r *Registry) Decisions() []Decision {
 		}
 	}
 	slices.SortFunc(out, func(a, b Decision) int {
-		if a.Server != b.Server {
-			return compare(a.Server, b.Server)
-		}
-		return compare(a.Channel, b.Channel)
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Channel, b.Channel))
 	})
 	return out
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // AddServer makes a server's channels known to the registry: its

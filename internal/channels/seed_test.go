@@ -102,7 +102,7 @@ func TestAgentCloseDuringOpenStands(t *testing.T) {
 		synctest.Wait()
 		open.fail("no room")
 		o := recv(t, out)
-		if want := hiFailed + "; " + textOvertaken + ". Nothing was posted."; o.Text != want {
+		if want := hiFailed + "; a newer decision about the channel was made while the open was out, and it stands. Nothing was posted."; o.Text != want {
 			t.Errorf("publish = %q\nwant %q", o.Text, want)
 		}
 		rg.srv.expect("close", "c").ok()
@@ -148,8 +148,8 @@ func TestLiftAfterPutBack(t *testing.T) {
 		want   string
 		text   string
 	}{
-		{"re-announced initially open", func(rg *rig) { rg.register(desc("c", true)) }, "open/server-bootstrap", textSelected(SelectedServerBootstrap)},
-		{"policy admits it", func(rg *rig) { rg.admit("c", true) }, "open/subscription-policy", textSelected(SelectedSubscriptionPolicy)},
+		{"re-announced initially open", func(rg *rig) { rg.register(desc("c", true)) }, "open/server-bootstrap", "the channel is selected for opening again, as its server announces it open"},
+		{"policy admits it", func(rg *rig) { rg.admit("c", true) }, "open/subscription-policy", "the channel is selected for opening again, as the subscription policy admits it"},
 		{"removed and added again initially open", func(rg *rig) {
 			res, start := rg.reg.Changed("s", protocol.ChannelsChangedParams{Removed: []string{"c"}}, false)
 			start()
@@ -157,7 +157,7 @@ func TestLiftAfterPutBack(t *testing.T) {
 				rg.t.Fatal(res)
 			}
 			rg.register(desc("c", true))
-		}, "open/server-bootstrap", textSelected(SelectedServerBootstrap)},
+		}, "open/server-bootstrap", "the channel is selected for opening again, as its server announces it open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -238,7 +238,7 @@ func TestPutBackUnrecorded(t *testing.T) {
 		rg.st.setFail(true)
 		open.fail("no room")
 		o := recv(t, out)
-		if want := hiFailed + "; " + textSelected(SelectedUnrecorded) + ". Nothing was posted."; o.Text != want {
+		if want := hiFailed + "; the channel stays selected for opening, as the host couldn't record undoing that: a later delivery or reconnect tries again. Nothing was posted."; o.Text != want {
 			t.Errorf("publish = %q\nwant %q", o.Text, want)
 		}
 		synctest.Wait()
@@ -264,7 +264,7 @@ func TestQueuedWorkCarriesOutPutBack(t *testing.T) {
 		recv(t, first)
 		rg.srv.expect("close", "c").ok()
 		o := recv(t, second)
-		if want := "Not sent to c (#c): " + textPreventedByLifecycle + ". Nothing was posted."; o.Text != want {
+		if want := "Not sent to c (#c): lifecycle work prevented delivery: lifecycle work queued for the channel left it closed, so this delivery didn't open it; call channel_open to open it, then send again. Nothing was posted."; o.Text != want {
 			t.Errorf("second publish = %q\nwant %q", o.Text, want)
 		}
 		synctest.Wait()

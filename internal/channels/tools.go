@@ -92,7 +92,8 @@ func str(a map[string]json.RawMessage, key string) (s string, present, ok bool) 
 	if !present || string(v) == "null" {
 		return "", false, true
 	}
-	return s, true, json.Unmarshal(v, &s) == nil
+	ok = json.Unmarshal(v, &s) == nil
+	return s, true, ok
 }
 
 // ListedChannel is one entry of channel_list.

@@ -19,7 +19,8 @@
 //	                              publish: ok | fail | refuse | hold
 //	release {channelId, method, answer}  answers the oldest held open or close (ok | fail)
 //	held {channelId, method}      waits (up to 30 s) until such a request is held; answers its count
-//	log {}                        the requests received, in order: "open c", "close c", "publish c: text"
+//	log {count}                   the requests received, in order: "open c", "close c", "publish c: text";
+//	                              with count, once at least that many are in (up to 30 s)
 //	incoming {channelId, messageId, text, content}  sends channels/incoming (content, raw, in place
 //	                              of a text block when given); answers the host's result
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
@@ -155,6 +156,7 @@ func (srv *server) lifecycle(req *wire.Request) (any, error) {
 		entry += ": " + protocol.JoinText(p.Content)
 	}
 	srv.log = append(srv.log, entry)
+	srv.changed.Broadcast()
 	mode := srv.scripts[p.ChannelID][m]
 	if mode == "hold" && !req.IsNotification() {
 		key := m + " " + p.ChannelID
@@ -200,6 +202,7 @@ type toolArgs struct {
 	MessageID string          `json:"messageId"`
 	Text      string          `json:"text"`
 	Content   json.RawMessage `json:"content"`
+	Count     int             `json:"count"`
 }
 
 func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error) {
@@ -257,12 +260,22 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		// Handlers run on the connection's dispatch goroutine: the wait
 		// is on one of its own, so the requests it waits for can arrive.
 		reply := req.Defer()
-		go func() { reply(srv.waitHeld(ctx, a.Method+" "+a.ChannelID)) }()
+		key := a.Method + " " + a.ChannelID
+		go func() {
+			reply(srv.waitFor(ctx, "nothing held: "+key, func() bool { return len(srv.held[key]) > 0 }, func() any {
+				return len(srv.held[key])
+			}))
+		}()
 		return nil, nil
 	case "log":
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return result(append([]string{}, srv.log...))
+		// Waited for on a goroutine of its own, as held is.
+		reply := req.Defer()
+		go func() {
+			reply(srv.waitFor(ctx, "fewer than "+fmt.Sprint(a.Count)+" requests", func() bool { return len(srv.log) >= a.Count }, func() any {
+				return append([]string{}, srv.log...)
+			}))
+		}()
+		return nil, nil
 	case "incoming":
 		var body any = []map[string]string{{"type": "text", "text": a.Text}}
 		if len(a.Content) > 0 {
@@ -275,6 +288,7 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 	case "send_message":
 		srv.mu.Lock()
 		srv.log = append(srv.log, "send "+a.ChannelID+": "+a.Text)
+		srv.changed.Broadcast()
 		srv.sent++
 		n := srv.sent
 		srv.mu.Unlock()
@@ -283,25 +297,25 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 	return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "unknown tool " + p.Name}
 }
 
-// waitHeld waits, up to 30 s, until a request is held under key.
-func (srv *server) waitHeld(ctx context.Context, key string) (any, error) {
-	wake := func() {
+// waitFor waits, up to 30 s, until cond holds (under srv.mu), and answers
+// with what's JSON; past the wait, with the error result missing.
+func (srv *server) waitFor(ctx context.Context, missing string, cond func() bool, what func() any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
 		srv.mu.Lock()
 		srv.changed.Broadcast()
 		srv.mu.Unlock()
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	defer context.AfterFunc(ctx, wake)()
+	})()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	for len(srv.held[key]) == 0 {
+	for !cond() {
 		if ctx.Err() != nil {
-			return protocol.TextResult("nothing held: "+key, true), nil
+			return protocol.TextResult(missing, true), nil
 		}
 		srv.changed.Wait()
 	}
-	b, _ := json.Marshal(len(srv.held[key]))
+	b, _ := json.Marshal(what())
 	return protocol.TextResult(string(b), false), nil
 }
 

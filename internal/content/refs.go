@@ -2,6 +2,7 @@ package content
 
 import (
 	"crypto/rand"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -67,7 +68,7 @@ func (r *Refs) Register(t Testimony, server, provenance string) Ref {
 	} else if !ref.Fetched {
 		ref.Testimony = t
 	}
-	if server != "" && !containsString(ref.Servers, server) {
+	if server != "" && !slices.Contains(ref.Servers, server) {
 		ref.Servers = append(ref.Servers, server)
 	}
 	return ref.copy()
@@ -110,13 +111,4 @@ func suffix() string {
 		b[i] = digits[int(b[i])%len(digits)]
 	}
 	return string(b[:])
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -80,12 +80,12 @@ func TestLaneView(t *testing.T) {
 	if want := "[" + ref.ID + "] a.wav — audio/wav, ~12 bytes claimed — attachment on channel message — fetch with fetch_reference"; parts[2].Text != want {
 		t.Errorf("stub = %q, want %q", parts[2].Text, want)
 	}
-	if !Visible(parts) {
-		t.Error("not visible")
+	if !Shows(blocks) {
+		t.Error("shows nothing")
 	}
 }
 
-func TestBlocksAndVisible(t *testing.T) {
+func TestBlocksAndShows(t *testing.T) {
 	blocks, ok := Blocks(json.RawMessage(`"plain words"`))
 	if !ok || len(blocks) != 1 || Classify(blocks[0]).Text != "plain words" {
 		t.Errorf("a plain string = %s %v", blocks, ok)
@@ -93,7 +93,6 @@ func TestBlocksAndVisible(t *testing.T) {
 	if _, ok := Blocks(json.RawMessage(`{"type":"text"}`)); ok {
 		t.Error("an object read as content")
 	}
-	lane := Lane{}
 	for _, tc := range []struct {
 		content string
 		want    bool
@@ -107,8 +106,8 @@ func TestBlocksAndVisible(t *testing.T) {
 		{`"  "`, false},
 	} {
 		blocks, _ := Blocks(json.RawMessage(tc.content))
-		if got := Visible(lane.View(blocks)); got != tc.want {
-			t.Errorf("Visible(%s) = %v, want %v", tc.content, got, tc.want)
+		if got := Shows(blocks); got != tc.want {
+			t.Errorf("Shows(%s) = %v, want %v", tc.content, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,7 +143,7 @@ func TestBulkReferenceVectors(t *testing.T) {
 				}
 			}
 			for _, field := range c.Expect.MissingFields {
-				if len(refs) != 1 || !contains(refs[0].Rejected, field) {
+				if len(refs) != 1 || !slices.Contains(refs[0].Rejected, field) {
 					t.Errorf("%s not treated as absent: %+v", field, refs)
 				}
 			}
@@ -162,15 +163,6 @@ func TestBulkReferenceVectors(t *testing.T) {
 	if rendered == 0 {
 		t.Error("no render case ran")
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // registryCase registers the case's block, then as many other references

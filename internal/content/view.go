@@ -25,8 +25,8 @@ type Lane struct {
 	Server string
 	// Provenance is the stubs' (ProvenanceChannelMessage, ...).
 	Provenance string
-	// Refs registers references; nil shows each as a stub with no id
-	// to fetch it by.
+	// Refs registers references, for fetch_reference to find; nil
+	// registers them with a registry of this call's own.
 	Refs *Refs
 	// Now is the clock expiry is read against; nil means time.Now.
 	Now func() time.Time
@@ -40,6 +40,7 @@ func (l Lane) View(blocks []json.RawMessage) []Part {
 	if l.Now != nil {
 		now = l.Now
 	}
+	refs := l.Refs
 	out := make([]Part, 0, len(blocks))
 	for _, raw := range blocks {
 		b := Classify(raw)
@@ -47,13 +48,11 @@ func (l Lane) View(blocks []json.RawMessage) []Part {
 		case KindImage, KindAudio:
 			out = append(out, Part{Kind: b.Kind, MimeType: b.MimeType, Data: b.Data})
 		case KindReference:
-			id := "ref_unregistered"
-			bound := l.Server != ""
-			if l.Refs != nil {
-				ref := l.Refs.Register(*b.Ref, l.Server, l.Provenance)
-				id, bound = ref.ID, len(ref.Servers) > 0
+			if refs == nil {
+				refs = NewRefs(0)
 			}
-			out = append(out, Part{Kind: KindText, Text: Stub(id, b.Ref, l.Provenance, Tail(b.Ref, bound, now()))})
+			ref := refs.Register(*b.Ref, l.Server, l.Provenance)
+			out = append(out, Part{Kind: KindText, Text: Stub(ref.ID, b.Ref, l.Provenance, Tail(b.Ref, len(ref.Servers) > 0, now()))})
 		default:
 			out = append(out, Part{Kind: KindText, Text: b.Text})
 		}
@@ -75,11 +74,13 @@ func Blocks(raw json.RawMessage) (blocks []json.RawMessage, ok bool) {
 	return nil, false
 }
 
-// Visible reports whether parts show an agent anything: media, or text
-// that is not only white space.
-func Visible(parts []Part) bool {
-	for _, p := range parts {
-		if p.Kind != KindText || strings.TrimSpace(p.Text) != "" {
+// Shows reports whether blocks show an agent anything: media, a
+// reference, a marker (a block it can't show still says something), or
+// text that is not only white space. It only classifies: no stub is
+// built and no reference registered, so a lane can ask at receipt.
+func Shows(blocks []json.RawMessage) bool {
+	for _, raw := range blocks {
+		if b := Classify(raw); b.Kind != KindText || strings.TrimSpace(b.Text) != "" {
 			return true
 		}
 	}
