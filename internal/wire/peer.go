@@ -123,6 +123,10 @@ type answer struct {
 	closed    bool
 	hostClose bool
 	why       closeWhy // for closed: why this side closed it, if it did
+	// recon, for closed: whether this side would reconnect when the
+	// connection closed, read then, not when the caller wakes (a
+	// callback may have closed the session meanwhile).
+	recon bool
 }
 
 // NewPeer starts a peer on s and begins reading. The peer owns s: it closes
@@ -291,9 +295,9 @@ func (p *Peer) end(cause error, byHost, closeStream bool) {
 		if len(pending) > 0 {
 			p.logPendingAtClose(pending, byHost, hostClose, cause)
 		}
-		why := closeReason(cause, byHost)
+		why, recon := closeReason(cause, byHost), len(pending) > 0 && p.recon()
 		for _, pc := range pending {
-			pc.ch <- answer{closed: true, hostClose: hostClose, why: why}
+			pc.ch <- answer{closed: true, hostClose: hostClose, why: why, recon: recon}
 		}
 		// Handlers' context ends now, either way, so none waits on a
 		// connection that is gone.
@@ -682,7 +686,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 		if a.hostClose {
 			ce.Cause = CauseClosedHere
 		} else {
-			ce.Cause, ce.Timeout, ce.Reconnecting = a.why.cause, a.why.after, p.recon()
+			ce.Cause, ce.Timeout, ce.Reconnecting = a.why.cause, a.why.after, a.recon
 			if a.why.err != nil {
 				ce.Err = a.why.err
 			}
