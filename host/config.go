@@ -53,6 +53,35 @@ func implemented() []string {
 	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish"}
 }
 
+// agentPaths are the paths the agents consume: push events become
+// turns, context hooks run around their model calls, inference/lifecycle
+// announces those calls, model/info describes the primary's model.
+var agentPaths = []string{
+	"pushEvents", "modelInfo", "inferenceLifecycle",
+	"contextHooks.beforeInference.observe",
+	"contextHooks.beforeInference.inject.system",
+	"contextHooks.beforeInference.inject.beforeUser",
+	"contextHooks.beforeInference.inject.afterUser",
+}
+
+// implementedFor is what this host implements for a server: the base,
+// and, while agents run, what they consume; inferenceRequest only where an
+// inference route could match the server (a grant is a promise: a server
+// no route serves is not granted it).
+func implementedFor(s config.Server, set *agentSet) []string {
+	out := implemented()
+	if set == nil {
+		return out
+	}
+	out = append(out, agentPaths...)
+	for _, r := range set.cfg.Inference {
+		if r = r.WithDefaults(); r.Server == "*" || r.Server == s.ID {
+			return append(out, "inferenceRequest", "inferenceRequest.streaming")
+		}
+	}
+	return out
+}
+
 // channelConfig is the server's channel settings as the registry takes
 // them.
 func channelConfig(s config.Server) channels.ServerConfig {

@@ -38,13 +38,16 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 
 	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/fetchref"
@@ -71,6 +74,9 @@ type Options struct {
 	// which lasts as long as the host. New replays it. The caller closes a
 	// store it gave, after Close.
 	Store store.Store
+	// Transcript, if set, receives every agent's turns as JSON lines
+	// (docs/transcript.md); they are kept in Store as well.
+	Transcript io.Writer
 }
 
 // Host runs a set of servers.
@@ -80,7 +86,10 @@ type Host struct {
 	channels *channels.Registry
 	refs     *content.Refs // the references servers delivered (RFC-005)
 	fetcher  *fetchref.Fetcher
+	store    store.Store
 	ownStore store.Store // a store New made, closed by Close
+	// transcript writes the agents' turns; nil writes none.
+	transcript *agent.Transcript
 
 	mu         sync.Mutex
 	servers    map[string]*server // the registry: handshake done
@@ -94,6 +103,8 @@ type Host struct {
 	gone   map[string]string
 	order  []string // ids in the order they were configured or connected
 	closed bool
+	// agents are the agents Start started; nil when none.
+	agents *agentSet
 
 	startWG  sync.WaitGroup // Start's connects, for Settled
 	inflight sync.WaitGroup // every connect in flight: Start's, Connect's, Restart's
@@ -140,14 +151,24 @@ func New(opts Options) (*Host, error) {
 		st = store.NewMemory()
 		h.ownStore = st
 	}
+	h.store = st
+	if opts.Transcript != nil {
+		h.transcript = agent.NewTranscript(opts.Transcript)
+	}
 	reg, err := channels.New(channels.Options{
 		Store:    st,
 		Logger:   log,
 		Describe: func(server string, err error) string { return requestFailed(server, err).Text },
 		OnNotice: func(n channels.Notice) {
-			// The agent layer renders and routes notices; until it does,
-			// the operator sees them.
-			log.Info("channel notice", "kind", string(n.Kind), "cause", n.Cause, "server", n.Server, "channels", len(n.Channels), "reason", n.Reason)
+			log.Info("channel notice", "kind", string(n.Kind), "cause", n.Cause, "server", n.Server, "agent", n.Agent, "channels", len(n.Channels), "reason", n.Reason)
+			if set := h.running(); set != nil {
+				set.rt.Notice(n)
+			}
+		},
+		OnMessages: func() {
+			if set := h.running(); set != nil {
+				set.rt.Wake()
+			}
 		},
 	})
 	if err != nil {
@@ -160,11 +181,33 @@ func New(opts Options) (*Host, error) {
 	return h, nil
 }
 
-// Start connects every server in cfg, concurrently, and returns at once.
-// A server that fails to connect is logged (with reconnect on, its session
-// keeps trying in the background) while the others come up. Settled is
-// closed once every one of these connects has finished, either way.
-func (h *Host) Start(cfg *config.Config) {
+// Start starts cfg's agents, then connects every server in cfg,
+// concurrently, and returns at once. A server that fails to connect is
+// logged (with reconnect on, its session keeps trying in the background)
+// while the others come up. Settled is closed once every one of these
+// connects has finished, either way. Start fails, connecting nothing, when
+// an agent can't start (its script file can't be read, say), and when it
+// was called before.
+func (h *Host) Start(cfg *config.Config) error {
+	set, err := h.startAgents(cfg)
+	if err != nil {
+		h.settleOn.Do(func() { close(h.settled) })
+		return err
+	}
+	h.mu.Lock()
+	if h.closed || h.agents != nil {
+		closed := h.closed
+		h.mu.Unlock()
+		if set != nil {
+			set.rt.Close()
+		}
+		if closed {
+			return ErrHostClosed
+		}
+		return errors.New("host: Start was called twice")
+	}
+	h.agents = set
+	h.mu.Unlock()
 	for _, s := range cfg.Servers {
 		s = s.WithDefaults()
 		// Mark each id before returning, so a call made at once reads
@@ -195,6 +238,7 @@ func (h *Host) Start(cfg *config.Config) {
 		// Closed: Start connected nothing, so nothing is left to settle.
 		settle()
 	}
+	return nil
 }
 
 // Settled is closed when the connects Start began have all finished.
@@ -270,7 +314,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	// list_changed or a reconnect meanwhile waits for it rather than
 	// listing beside it, where an older listing could land last.
 	srv.refresh.running = true
-	for _, n := range grantPolicy(cfg).Notes(implemented()) {
+	for _, n := range grantPolicy(cfg).Notes(implementedFor(cfg, h.running())) {
 		list := "enable"
 		if n.Disable {
 			list = "disable"
@@ -326,7 +370,8 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		ID:             cfg.ID,
 		Dial:           func(ctx context.Context) (transport.Stream, error) { return h.dial(ctx, cfg) },
 		Policy:         grantPolicy(cfg),
-		Implemented:    implemented(),
+		Implemented:    implementedFor(cfg, h.running()),
+		OnPushEvent:    h.acceptPushEvent,
 		RequestTimeout: cfg.TimeoutFor(""),
 		Reconnect:      reconnect(cfg),
 		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(ctx, srv, req) }),
@@ -469,7 +514,13 @@ func (h *Host) Close() error {
 		h.leaveLocked(id)
 	}
 	h.servers = map[string]*server{}
+	set := h.agents
 	h.mu.Unlock()
+	// The agents stop first: a turn in flight is cut short and recorded,
+	// while the servers it speaks to are still there.
+	if set != nil {
+		set.rt.Close()
+	}
 	// Lifecycle work in flight finishes first (it needs the sessions),
 	// within channels.DrainTimeout.
 	h.channels.Close()

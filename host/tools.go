@@ -160,9 +160,16 @@ func (r *refresher) stop() {
 // failed request and an error result are each a *ToolError whose text says
 // what happened, whether anything ran, and what works from there.
 func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
+	return h.callTool(ctx, channels.Caller{}, name, args)
+}
+
+// callTool is CallTool as who: an agent's call names it, so that what the
+// channel layer does for it (a send tool's open, its notices) is the
+// agent's.
+func (h *Host) callTool(ctx context.Context, who channels.Caller, name string, args json.RawMessage) (protocol.CallToolResult, error) {
 	switch {
 	case channels.IsTool(name):
-		return h.callChannelTool(ctx, name, args)
+		return h.callChannelTool(ctx, who, name, args)
 	case name == ToolFetchReference:
 		return h.callFetchReference(ctx, args)
 	}
@@ -209,13 +216,14 @@ func (h *Host) CallTool(ctx context.Context, name string, args json.RawMessage) 
 		return res, &ToolError{Text: text, Outcome: OutcomeToolError, Server: id, Result: &res}
 	}
 	// A send tool that posted into a closed channel opens it.
-	h.channels.AfterToolCall(id, tool, args, res, channels.Caller{})
+	h.channels.AfterToolCall(id, tool, args, res, who)
 	return res, nil
 }
 
-// callChannelTool runs a channel tool as the primary agent. A failure is a
-// *ToolError with OutcomeToolError, its text the tool's.
-func (h *Host) callChannelTool(ctx context.Context, name string, args json.RawMessage) (protocol.CallToolResult, error) {
+// callChannelTool runs a channel tool as who (the zero Caller is the
+// primary agent). A failure is a *ToolError with OutcomeToolError, its
+// text the tool's.
+func (h *Host) callChannelTool(ctx context.Context, who channels.Caller, name string, args json.RawMessage) (protocol.CallToolResult, error) {
 	if !json.Valid(args) && len(bytes.TrimSpace(args)) > 0 {
 		return protocol.CallToolResult{}, &ToolError{Text: textArgsNotJSON(name), Outcome: OutcomeRefused}
 	}
@@ -223,7 +231,7 @@ func (h *Host) callChannelTool(ctx context.Context, name string, args json.RawMe
 	if kind != "" {
 		return protocol.CallToolResult{}, &ToolError{Text: textArgsNotObject(name, kind), Outcome: OutcomeRefused}
 	}
-	res := h.channels.CallTool(ctx, name, args, channels.Caller{})
+	res := h.channels.CallTool(ctx, name, args, who)
 	if res.IsError {
 		return res, &ToolError{Text: res.Text(), Outcome: OutcomeToolError, Result: &res}
 	}

@@ -25,7 +25,8 @@ same path an agent's call takes, prints "ok" and the result or "error: " and
 what a caller reads, and shuts down. TOOL is a server's tool
 (PREFIX--NAME) or one of the host's own: channel_list, channel_open,
 channel_close, channel_decline, channel_publish, and fetch_reference (which
-saves payloads in refs/ beside the store).
+saves payloads in refs/ beside the store). The file's agents are not
+started.
 
 Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
 configuration errors.
@@ -121,7 +122,11 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer h.Close()
-	h.Start(cfg)
+	// A call runs no agents: they would answer the servers' traffic
+	// meanwhile (mcplhost run is where they run).
+	noAgents := *cfg
+	noAgents.Agents = nil
+	h.Start(&noAgents)
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {

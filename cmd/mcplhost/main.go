@@ -39,6 +39,7 @@ const usage = `usage: mcplhost <command> [flags]
 commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
   check    validate a configuration file (--config FILE)
+  run      run the host from a configuration file: its agents and servers, until a signal
   call     start a host from a configuration file and call one tool
   channels print the channel decisions (or --history, --messages) in a store file
 
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runProbe(ctx, args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "run":
+		return runRun(ctx, args[1:], stdout, stderr)
 	case "call":
 		return runCall(ctx, args[1:], stdout, stderr)
 	case "channels":

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -68,4 +69,71 @@ func textReplyFailed(n channels.Notice, by string, reader Reader) string {
 		}
 	}
 	return s
+}
+
+// The texts of the turn loop: a contract, pinned verbatim by tests
+// (docs/agents.md lists them).
+
+// q quotes an id as the channel tools take it.
+func q(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// textInvitation goes with an addressed message from a channel the
+// reader hasn't opened: what it can do, naming only the tools it may
+// call. A reply there opens the channel in this host (speech opens a
+// closed channel first), so it says so.
+func textInvitation(author, where, server, channel, messageID string, r Reader) string {
+	var opts []string
+	opts = append(opts, fmt.Sprintf("Reply there: what you say this turn is posted to %s, and posting it opens the channel, so its traffic reaches you from then on.", where))
+	if r.CanOpen() {
+		opts = append(opts, fmt.Sprintf("Join without replying: call channel_open with channelId %s and serverId %s.", q(channel), q(server)))
+	}
+	if r.allowed(channels.ToolDecline) {
+		opts = append(opts, fmt.Sprintf("Stay out: call channel_decline with channelId %s, serverId %s and messageId %s.", q(channel), q(server), q(messageID)))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[Channel invitation] %s addressed you in %s, a channel you haven't joined. Only messages that address you reach you from it; the rest of its traffic is invisible to you. Your options:", author, where)
+	for i, o := range opts {
+		fmt.Fprintf(&b, "\n%d. %s", i+1, o)
+	}
+	b.WriteString("\nDoing nothing is also fine.")
+	return b.String()
+}
+
+// textSpeechOutcome tells the agent where its prose went.
+func textSpeechOutcome(out channels.PublishOutcome) string {
+	where := ref(channels.ChannelRef{ID: out.Channel, Label: out.Label})
+	switch out.Status {
+	case channels.Delivered:
+		return "[delivered] Your reply was posted to " + where + "."
+	case channels.Unconfirmed:
+		return "[unconfirmed] Your reply: " + out.Text
+	}
+	return "[not delivered] Your reply: " + out.Text
+}
+
+// textNoLocus: prose in a turn no channel message woke.
+func textNoLocus(canPublish bool) string {
+	s := "[not delivered] Your reply went nowhere: this turn wasn't woken by a channel message, so your plain text has no channel to go to. It is kept in this conversation only."
+	if canPublish {
+		s += " channel_publish posts to a channel you name."
+	}
+	return s
+}
+
+// textMaxRounds ends a turn that kept calling tools.
+func textMaxRounds(n int) string {
+	return fmt.Sprintf("[host] This turn reached its limit of %d tool rounds, so it ended here: the results above are in, and nothing more runs until a new message wakes you.", n)
+}
+
+// textModelFailed ends a turn whose model call failed.
+func textModelFailed(err error) string {
+	return "[host] This turn ended early: the model call failed: " + strings.TrimSuffix(errorText(err), ".") + ". What you said before it stands; nothing after it was sent."
+}
+
+// textToolNotAllowed refuses a tool the agent may not use.
+func textToolNotAllowed(name string) string {
+	return fmt.Sprintf("%s is not a tool this agent may use, so it was not called, and nothing was done. Use only the tools you were given.", name)
 }

@@ -385,6 +385,9 @@ func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsI
 	for _, i := range in.at {
 		in.results[i].Accepted = true
 	}
+	if len(in.msgs) > 0 && r.opts.OnMessages != nil {
+		r.opts.OnMessages()
+	}
 	return protocol.ChannelsIncomingResult{Results: in.results}, nil
 }
 

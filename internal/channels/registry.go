@@ -77,6 +77,10 @@ type Options struct {
 	// by policy, delivery or reply; a reply's failed open). It is called
 	// from the registry's goroutines and must not block.
 	OnNotice func(Notice)
+	// OnMessages, if set, is called after inbound messages were added to
+	// the inbox (the agent layer reads them from there). It must not
+	// block.
+	OnMessages func()
 	// Now is the clock of records; nil means time.Now.
 	Now func() time.Time
 }

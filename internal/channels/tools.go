@@ -341,3 +341,23 @@ func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolRe
 	}
 	return ok(out)
 }
+
+// Channel returns one channel as channel_list shows it; ok is false when
+// the registry knows nothing of it (no registration, no decision).
+func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.chans[Key{server, id}]
+	if c == nil || (c.entry == nil && c.decision == nil) {
+		return ListedChannel{}, false
+	}
+	ch = ListedChannel{ID: id, ServerID: server, Desired: "unknown", Open: c.entry != nil && c.confirmed && c.open}
+	if c.decision != nil {
+		ch.Desired = string(c.decision.State)
+	}
+	if c.entry != nil {
+		d := c.entry.desc
+		ch.Type, ch.Label, ch.Direction = d.Type, d.Label, d.Direction
+	}
+	return ch, true
+}

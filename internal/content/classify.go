@@ -153,6 +153,10 @@ func Label(s string) string {
 	return bound(clean(s), MaxLabelRunes)
 }
 
+// Clean makes a server's string safe for an agent's text, as Label does,
+// without cutting it: for ids an agent may have to repeat exactly.
+func Clean(s string) string { return clean(s) }
+
 // clean drops what term would escape (controls, bidirectional controls,
 // invalid UTF-8) and the invisible format characters (Unicode Cf:
 // zero-width characters, tag characters), and collapses runs of white

@@ -37,37 +37,38 @@ const (
 
 // Block is one piece of a message.
 type Block struct {
-	Type BlockType
+	Type BlockType `json:"type"`
 	// Text is a text block's text.
-	Text string
+	Text string `json:"text,omitempty"`
 	// MimeType and Data (base64) are an image's.
-	MimeType, Data string
+	MimeType string `json:"mimeType,omitempty"`
+	Data     string `json:"data,omitempty"`
 	// ToolCall is a tool_use block's (an assistant's).
-	ToolCall *ToolCall
+	ToolCall *ToolCall `json:"toolCall,omitempty"`
 	// Result is a tool_result block's (a user message's, answering a
 	// tool_use by its id).
-	Result *Result
+	Result *Result `json:"result,omitempty"`
 }
 
 // ToolCall is the model asking for a tool.
 type ToolCall struct {
-	ID   string
-	Name string
+	ID   string `json:"id"`
+	Name string `json:"name"`
 	// Args is the arguments, a JSON object.
-	Args json.RawMessage
+	Args json.RawMessage `json:"args"`
 }
 
 // Result is a tool's answer to a call.
 type Result struct {
-	CallID  string
-	Content []Block // text and images
-	IsError bool
+	CallID  string  `json:"callId"`
+	Content []Block `json:"content"` // text and images
+	IsError bool    `json:"isError,omitempty"`
 }
 
 // Message is one turn of the conversation.
 type Message struct {
-	Role    Role
-	Content []Block
+	Role    Role    `json:"role"`
+	Content []Block `json:"content"`
 }
 
 // Tool is a tool the model may call.

@@ -1,0 +1,159 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/model/provider"
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// The agents (config agents): Start starts them before it connects the
+// servers, so that no inbound message or notice finds them missing. Their
+// loop is internal/agent; this file is how they act on the host.
+
+// agentSet is the agents a Start started, and what the servers are
+// granted because of them.
+type agentSet struct {
+	rt     *agent.Runtime
+	models map[string]model.Model // by agent name
+	cfg    *config.Config
+}
+
+// startAgents makes each agent's model and starts the runtime. A model
+// that can't be made (a script file missing, say) fails it whole.
+func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
+	if len(cfg.Agents) == 0 {
+		return nil, nil
+	}
+	set := &agentSet{models: map[string]model.Model{}, cfg: cfg}
+	var specs []agent.Spec
+	for _, a := range cfg.Agents {
+		maxTokens := a.MaxTokens
+		if maxTokens == 0 {
+			maxTokens = config.DefaultMaxTokens
+		}
+		m, err := provider.New(a.Model, maxTokens, h.lookup)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		set.models[a.Name] = m
+		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: maxTokens})
+	}
+	rt, err := agent.Start(agent.Options{
+		Store:      h.store,
+		Env:        agentEnv{h},
+		Hooks:      h.agentHooks(),
+		Agents:     specs,
+		PerChannel: cfg.Conversations == config.ConversationsPerChannel,
+		Transcript: h.transcript,
+		Logger:     h.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	set.rt = rt
+	return set, nil
+}
+
+// running returns the agents, or nil.
+func (h *Host) running() *agentSet {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.agents
+}
+
+// agentEnv is the host as agents act on it.
+type agentEnv struct{ h *Host }
+
+func (e agentEnv) Tools() []model.Tool {
+	var out []model.Tool
+	for _, t := range e.h.HostTools() {
+		out = append(out, model.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	for _, t := range e.h.Tools() {
+		out = append(out, model.Tool{Name: t.Name, Description: t.Def.Description, InputSchema: t.Def.InputSchema})
+	}
+	return out
+}
+
+func (e agentEnv) CallTool(ctx context.Context, who, name string, args json.RawMessage) agent.ToolAnswer {
+	res, err := e.h.callTool(ctx, channels.Caller{Agent: who}, name, args)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) {
+			return agent.ToolAnswer{Content: []model.Block{{Type: model.Text, Text: te.Text}}, IsError: true, Outcome: string(te.Outcome)}
+		}
+		return agent.ToolAnswer{Content: []model.Block{{Type: model.Text, Text: err.Error()}}, IsError: true, Outcome: string(OutcomeRefused)}
+	}
+	h := e.h
+	h.mu.Lock()
+	id, _, _ := h.resolveLocked(name)
+	h.mu.Unlock()
+	return agent.ToolAnswer{Content: agent.Parts(e.View(id, content.ProvenanceToolResult, res.Content)), Outcome: "ok"}
+}
+
+func (e agentEnv) Silences(name string) bool {
+	if name == channels.ToolPublish {
+		return true
+	}
+	h := e.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id, tool, ok := h.resolveLocked(name)
+	srv := h.servers[id]
+	return ok && srv != nil && slices.Contains(srv.cfg.Channels.SendTools, tool)
+}
+
+func (e agentEnv) Channel(server, id string) (channels.ListedChannel, bool) {
+	return e.h.channels.Channel(server, id)
+}
+
+func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string) channels.PublishOutcome {
+	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
+	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
+}
+
+func (e agentEnv) View(server, provenance string, raw []json.RawMessage) []content.Part {
+	lane := content.Lane{Server: server, Provenance: provenance, Refs: e.h.refs}
+	return lane.View(raw)
+}
+
+// acceptPushEvent keeps a push event in the inbox, durably, before the
+// server hears it was accepted, and wakes the agents. One whose content
+// shows nothing is refused as sent.
+func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
+	set := h.running()
+	if set == nil {
+		return protocol.PushEventResult{Reason: "this host runs no agents to deliver events to"}, nil
+	}
+	if !content.Shows(ev.Params.Payload.Content) {
+		return protocol.PushEventResult{}, errEmptyEvent
+	}
+	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
+		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: time.Now().UTC()}
+	if _, err := h.store.AddMessages(ctx, []store.Message{m}); err != nil {
+		h.log.Error("a push event could not be stored", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
+	}
+	set.rt.Wake()
+	return protocol.PushEventResult{Accepted: true}, nil
+}
+
+// errEmptyEvent refuses a push event whose content shows nothing.
+var errEmptyEvent = protocol.NewError(protocol.CodeInvalidParams, "Invalid params: the event's content shows nothing an agent could read ("+content.ReasonEmptyContent+")",
+	map[string]string{"reason": content.ReasonEmptyContent})
+
+// agentHooks is the servers' context hooks, for the agents' model calls.
+func (h *Host) agentHooks() agent.Hooks { return nil }

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/model"
+)
+
+// tools are the tools the agent is offered: those it may use, less
+// channel_open for a fork (which it can never call).
+func (r *runner) tools() []model.Tool {
+	rd := r.reader()
+	var out []model.Tool
+	for _, tl := range r.rt.opts.Env.Tools() {
+		if !rd.allowed(tl.Name) || (r.fork && tl.Name == channels.ToolOpen) {
+			continue
+		}
+		out = append(out, tl)
+	}
+	return out
+}
+
+// callTools runs one response's tool calls and returns their results, in
+// the calls' order. Calls to different servers run at once; calls to one
+// server (the host's own tools count as one) run in the order asked, as
+// a later one may depend on an earlier one.
+func (t *turn) callTools(calls []model.ToolCall) []model.Block {
+	results := make([]model.Block, len(calls))
+	groups := map[string][]int{}
+	var order []string
+	for i, c := range calls {
+		g := group(c.Name)
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	var wg sync.WaitGroup
+	for _, g := range order {
+		wg.Go(func() {
+			for _, i := range groups[g] {
+				results[i] = t.callTool(calls[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range calls {
+		res := results[i].Result
+		outcome := "ok"
+		if res.IsError {
+			t.omu.Lock()
+			outcome = t.outcomes[c.ID]
+			t.omu.Unlock()
+		}
+		t.event(Event{Event: EventTool, CallID: c.ID, Tool: c.Name, Outcome: outcome, Text: blocksText(res.Content)})
+	}
+	return results
+}
+
+// group is the server a tool belongs to: its prefix, or "" for the
+// host's own.
+func group(name string) string {
+	if i := strings.Index(name, "--"); i > 0 {
+		return name[:i]
+	}
+	return ""
+}
+
+// callTool runs one call as the agent, within what it may do.
+func (t *turn) callTool(c model.ToolCall) model.Block {
+	r := t.r
+	answer := func(text, outcome string) model.Block {
+		t.setOutcome(c.ID, outcome)
+		return model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: []model.Block{{Type: model.Text, Text: text}}, IsError: true}}
+	}
+	if !r.reader().allowed(c.Name) {
+		return answer(textToolNotAllowed(c.Name), "refused")
+	}
+	args := c.Args
+	if r.fork {
+		refusal, guarded := forkGuard(r.home.channel, c.Name, args)
+		if refusal != "" {
+			return answer(refusal, "refused")
+		}
+		args = guarded
+	}
+	a := r.rt.opts.Env.CallTool(t.ctx, r.name, c.Name, args)
+	if a.IsError {
+		t.setOutcome(c.ID, a.Outcome)
+	}
+	return model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: a.Content, IsError: a.IsError}}
+}

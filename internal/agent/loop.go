@@ -1,0 +1,430 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// runner is one agent or fork: its conversation, its queue of inbox
+// messages, and the notices it hasn't read yet.
+type runner struct {
+	rt   *Runtime
+	spec Spec
+	name string  // the conversation's name: the agent's, or the fork's
+	home forkKey // a fork's channel; zero for an agent
+	fork bool
+
+	signal chan struct{}
+
+	mu      sync.Mutex
+	queue   []store.Message
+	notices []string
+
+	// The loop's own, not shared:
+	cursor  int64           // the inbox position recorded as consumed
+	history []model.Message // the conversation, as recorded
+	turns   int64           // turns recorded so far
+}
+
+func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, cursor int64) (*runner, error) {
+	r := &runner{rt: rt, spec: s, name: name, home: home, fork: home != forkKey{}, signal: make(chan struct{}, 1), cursor: cursor}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	rt.byName[name] = r
+	return r, nil
+}
+
+func (r *runner) reader() Reader {
+	rd := Reader{Name: r.name, Allowed: r.spec.Allowed}
+	if r.fork {
+		rd.Home = r.home.channel
+	}
+	return rd
+}
+
+func (r *runner) poke() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue hands the runner an inbox message it hasn't consumed.
+func (r *runner) enqueue(m store.Message) {
+	if m.Seq <= r.cursor {
+		return
+	}
+	r.mu.Lock()
+	r.queue = append(r.queue, m)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// notice gives the runner a notice to read; it doesn't wake it to think.
+func (r *runner) notice(text string) {
+	r.mu.Lock()
+	r.notices = append(r.notices, text)
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *runner) takeNotices() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.notices
+	r.notices = nil
+	return n
+}
+
+func (r *runner) takeBatch() []store.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(len(r.queue), MaxBatch)
+	b := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	return b
+}
+
+func (r *runner) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.signal:
+		}
+		for ctx.Err() == nil {
+			batch := r.takeBatch()
+			notices := r.takeNotices()
+			if len(batch) == 0 && len(notices) == 0 {
+				break
+			}
+			r.handle(ctx, batch, notices)
+		}
+	}
+}
+
+// handle shows the agent what of batch is for it, with the notices, and
+// runs a turn if any of it wakes the agent; else it records the notices
+// and the consumed position.
+func (r *runner) handle(ctx context.Context, batch []store.Message, notices []string) {
+	var items []item
+	last := r.cursor
+	for _, m := range batch {
+		last = max(last, m.Seq)
+		if it, ok := r.show(m); ok {
+			items = append(items, it)
+		}
+	}
+	if len(items) == 0 {
+		// Nothing wakes it: the notices go in between turns.
+		t := r.newTurn(ctx, last)
+		t.index = r.turns
+		t.addNotices(notices)
+		t.flushNotices()
+		t.record("")
+		return
+	}
+	t := r.newTurn(ctx, last)
+	t.run(items, notices)
+}
+
+// show decides whether the agent sees m, and how.
+func (r *runner) show(m store.Message) (item, bool) {
+	if m.Kind == store.KindPushEvent {
+		if r.fork {
+			return item{}, false
+		}
+		return r.rt.renderPush(m), true
+	}
+	if r.rt.opts.PerChannel && !r.fork {
+		return item{}, false // its fork's
+	}
+	ch, known := r.rt.opts.Env.Channel(m.Server, m.Channel)
+	open := known && ch.Desired == string(store.Open)
+	if !open && !addressed(m.Tags) {
+		return item{}, false
+	}
+	return r.rt.renderMessage(m, ch, open, r.reader()), true
+}
+
+// turn is one turn of a runner, from what woke it to its record.
+type turn struct {
+	r     *runner
+	ctx   context.Context
+	index int64 // 1-based
+	last  int64 // the inbox position consumed once recorded
+
+	msgs     []model.Message // this turn's messages, recorded at its end
+	pending  []model.Block   // notices and outcomes not yet in msgs
+	events   []Event         // the transcript's, kept in the store too
+	locus    *forkKey        // where speech goes; nil: nowhere
+	inferred int             // model calls so far
+
+	omu      sync.Mutex
+	outcomes map[string]string // failed tool calls' outcomes, by call id
+}
+
+func (t *turn) setOutcome(id, outcome string) {
+	t.omu.Lock()
+	defer t.omu.Unlock()
+	if t.outcomes == nil {
+		t.outcomes = map[string]string{}
+	}
+	t.outcomes[id] = outcome
+}
+
+func (r *runner) newTurn(ctx context.Context, last int64) *turn {
+	return &turn{r: r, ctx: ctx, index: r.turns + 1, last: last}
+}
+
+func (t *turn) event(ev Event) {
+	ev.Agent, ev.Turn = t.r.name, t.index
+	if ev.At.IsZero() {
+		ev.At = time.Now().UTC()
+	}
+	t.events = append(t.events, ev)
+	t.r.rt.opts.Transcript.Write(ev)
+}
+
+// addNotices queues notices for the agent's next message.
+func (t *turn) addNotices(texts []string) {
+	for _, s := range texts {
+		t.pending = append(t.pending, model.Block{Type: model.Text, Text: s})
+		t.event(Event{Event: EventNotice, Text: s})
+	}
+}
+
+// note queues a host-made text (a speech outcome, a limit) like a notice.
+func (t *turn) note(s string) { t.addNotices([]string{s}) }
+
+// flushNotices puts what is pending into the conversation as a user
+// message of its own (merged with the user message before it, if the
+// conversation ends with one).
+func (t *turn) flushNotices() {
+	if len(t.pending) == 0 {
+		return
+	}
+	t.appendUser(t.pending...)
+	t.pending = nil
+}
+
+// appendUser adds blocks to the turn's newest user message, or starts one.
+func (t *turn) appendUser(blocks ...model.Block) {
+	if n := len(t.msgs); n > 0 && t.msgs[n-1].Role == model.User {
+		t.msgs[n-1].Content = append(t.msgs[n-1].Content, blocks...)
+		return
+	}
+	t.msgs = append(t.msgs, model.Message{Role: model.User, Content: blocks})
+}
+
+// run runs the turn: the items and notices become the agent's message,
+// then model calls and tool rounds until the model ends its turn.
+func (t *turn) run(items []item, notices []string) {
+	var wakes []Wake
+	for _, it := range items {
+		wakes = append(wakes, it.wake)
+		if it.locus != nil && (t.locus == nil || it.addressed || !t.lociAddressed(items)) {
+			t.locus = it.locus
+		}
+	}
+	if t.r.fork {
+		home := t.r.home
+		t.locus = &home
+	}
+	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
+	t.addNotices(notices)
+	t.flushNotices()
+	var shown []model.Block
+	for _, it := range items {
+		shown = append(shown, it.blocks...)
+	}
+	t.appendUser(shown...)
+	userText := blocksText(shown)
+	t.event(Event{Event: EventShown, Text: userText})
+	reason := t.think(&userText)
+	t.event(Event{Event: EventTurnEnd, Reason: reason})
+	t.record(reason)
+}
+
+// lociAddressed reports whether any item with a locus addresses the agent:
+// then the locus is the newest addressed one's channel.
+func (t *turn) lociAddressed(items []item) bool {
+	for _, it := range items {
+		if it.locus != nil && it.addressed {
+			return true
+		}
+	}
+	return false
+}
+
+// think calls the model until it ends its turn, running the tools it asks
+// for; it returns why the turn ended.
+func (t *turn) think(userText *string) string {
+	r := t.r
+	tools := r.tools()
+	for round := 0; ; round++ {
+		resp, err := t.infer(tools, userText)
+		userText = nil
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return "aborted"
+			}
+			r.rt.log.Error("an agent's model call failed", "agent", r.name, "error", err.Error())
+			t.note(textModelFailed(err))
+			t.flushNotices()
+			return "error"
+		}
+		if len(resp.Content) > 0 {
+			t.msgs = append(t.msgs, model.Message{Role: model.Assistant, Content: resp.Content})
+		}
+		calls := resp.Calls()
+		if text := strings.TrimSpace(resp.Text()); text != "" && !t.silenced(calls) {
+			t.speak(text)
+		}
+		switch {
+		case len(calls) == 0 && resp.Stop == model.MaxTokens:
+			t.flushNotices()
+			return "max_tokens"
+		case len(calls) == 0 && resp.Stop == model.Refused:
+			t.flushNotices()
+			return "refused"
+		case len(calls) == 0:
+			t.flushNotices()
+			return "end_turn"
+		}
+		results := t.callTools(calls)
+		t.appendUser(results...)
+		if round+1 >= r.rt.opts.MaxRounds {
+			t.note(textMaxRounds(r.rt.opts.MaxRounds))
+			t.flushNotices()
+			return "max_rounds"
+		}
+		// A safe point: the tool results are in, so notices that came
+		// meanwhile go in after them.
+		t.addNotices(r.takeNotices())
+		t.flushNotices()
+	}
+}
+
+// silenced reports whether calls post into a channel themselves.
+func (t *turn) silenced(calls []model.ToolCall) bool {
+	for _, c := range calls {
+		if t.r.rt.opts.Env.Silences(c.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// infer makes one model call, with the hooks around it.
+func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, error) {
+	r := t.r
+	info := r.spec.Model.Info()
+	inf := Inference{ID: newInferenceID(), Conversation: r.name, TurnIndex: int(t.index - 1), UserMessage: userText, Model: info}
+	msgs := r.context(t.msgs)
+	system := r.spec.System
+	var life Lifecycle
+	if h := r.rt.opts.Hooks; h != nil {
+		sys, before, after := h.Before(t.ctx, inf)
+		system = joinSystem(system, sys)
+		msgs = inject(msgs, before, after)
+		life = h.Start(inf)
+	}
+	t.inferred++
+	resp, err := r.spec.Model.Generate(t.ctx, model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens})
+	if life != nil {
+		switch {
+		case err == nil:
+			life.Completed(resp.Usage)
+		case t.ctx.Err() != nil:
+			life.Aborted()
+		default:
+			life.Failed()
+		}
+	}
+	if err != nil {
+		return resp, err
+	}
+	ev := Event{Event: EventModel, Stop: string(resp.Stop), Text: resp.Text(), Usage: &UsageLine{In: resp.Usage.InputTokens, Out: resp.Usage.OutputTokens}, Model: resp.Model}
+	for _, c := range resp.Calls() {
+		ev.Calls = append(ev.Calls, CallLine{ID: c.ID, Name: c.Name, Args: c.Args})
+	}
+	t.event(ev)
+	return resp, nil
+}
+
+// speak posts the agent's prose to the turn's locus and tells it how that
+// went.
+func (t *turn) speak(text string) {
+	r := t.r
+	if t.locus == nil {
+		t.event(Event{Event: EventSpeech, Outcome: channels.Failed, Text: text})
+		t.note(textNoLocus(r.reader().allowed(channels.ToolPublish) && !r.fork))
+		return
+	}
+	out := r.rt.opts.Env.Publish(t.ctx, r.name, t.locus.server, t.locus.channel, text)
+	t.event(Event{Event: EventSpeech, Server: t.locus.server, Channel: t.locus.channel, Outcome: out.Status, Text: text})
+	t.note(textSpeechOutcome(out))
+}
+
+// record writes the turn (its messages, transcript events and the
+// consumed position) in one call; a turn cut short by shutdown is
+// recorded too, as it stands.
+func (t *turn) record(reason string) {
+	r := t.r
+	entries := make([]store.Entry, 0, len(t.msgs)+len(t.events))
+	index := r.turns
+	if reason != "" {
+		index = t.index
+	}
+	for _, m := range t.msgs {
+		entries = append(entries, entryOf(r.name, index, m))
+	}
+	for _, ev := range t.events {
+		entries = append(entries, transcriptEntry(ev))
+	}
+	cursors := map[string]int64{}
+	if t.last > r.cursor {
+		cursors[cursorName(r.name)] = t.last
+	}
+	if len(entries) == 0 && len(cursors) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
+	defer cancel()
+	if _, err := r.rt.opts.Store.Record(ctx, entries, cursors); err != nil {
+		// The messages stay unconsumed in the store: the next start shows
+		// them again. In memory the turn stands, so this run goes on.
+		r.rt.log.Error("an agent's turn could not be recorded; its messages are shown again after a restart", "agent", r.name, "error", err.Error())
+	}
+	for _, m := range t.msgs {
+		r.history = appendMessage(r.history, m)
+	}
+	r.cursor = max(r.cursor, t.last)
+	r.turns = index
+}
+
+func newInferenceID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "inf_" + hex.EncodeToString(b[:])
+}
+
+// errorText is what an agent reads of a failed model call.
+func errorText(err error) string {
+	var me *model.Error
+	if errors.As(err, &me) {
+		return me.Text
+	}
+	return err.Error()
+}

@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// An inbox message becomes part of the agent's user message: a header
+// line (where it came from, who wrote it, its thread and id), for an
+// addressed message from a channel that isn't open the invitation, then
+// its content as the content layer renders it. The message's own text is
+// the last text block, so the scripted model's echo repeats it.
+
+// item is one inbox message as an agent is shown it.
+type item struct {
+	blocks    []model.Block
+	wake      Wake
+	locus     *forkKey // the channel a reply goes to; nil for a push event
+	addressed bool
+}
+
+// body is what the agent layer reads of a message as its server sent it.
+type body struct {
+	Author  json.RawMessage `json:"author"`
+	Content json.RawMessage `json:"content"`
+	Payload struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"payload"`
+}
+
+func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, open bool, rd Reader) item {
+	var b body
+	json.Unmarshal(m.Body, &b)
+	author := authorName(b.Author)
+	where := channelRef(ch, m.Channel)
+	head := "[" + where + " on " + content.Clean(m.Server) + " · " + author
+	if m.ThreadID != "" {
+		head += " · thread " + content.Clean(m.ThreadID)
+	}
+	head += " · message " + content.Clean(m.MessageID) + "]"
+	blocks := []model.Block{{Type: model.Text, Text: head}}
+	isAddressed := addressed(m.Tags)
+	if isAddressed && !open {
+		blocks = append(blocks, model.Block{Type: model.Text, Text: textInvitation(author, where, m.Server, m.Channel, m.MessageID, rd)})
+	}
+	raw, _ := content.Blocks(b.Content)
+	blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw))...)
+	return item{
+		blocks:    blocks,
+		wake:      Wake{Kind: "channel", Server: m.Server, Channel: m.Channel, MessageID: m.MessageID},
+		locus:     &forkKey{m.Server, m.Channel},
+		addressed: isAddressed,
+	}
+}
+
+func (rt *Runtime) renderPush(m store.Message) item {
+	var b body
+	json.Unmarshal(m.Body, &b)
+	head := "[event from " + content.Clean(m.Server) + " · " + content.Clean(m.FeatureSet) + " · event " + content.Clean(m.MessageID) + "]"
+	blocks := []model.Block{{Type: model.Text, Text: head}}
+	raw, _ := content.Blocks(b.Payload.Content)
+	blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenancePushEvent, raw))...)
+	return item{blocks: blocks, wake: Wake{Kind: "push", Server: m.Server, MessageID: m.MessageID}}
+}
+
+// Parts turns the content layer's view into model blocks.
+func Parts(ps []content.Part) []model.Block {
+	out := make([]model.Block, 0, len(ps))
+	for _, p := range ps {
+		switch p.Kind {
+		case content.KindImage:
+			out = append(out, model.Block{Type: model.Image, MimeType: p.MimeType, Data: p.Data})
+		case content.KindAudio:
+			out = append(out, model.Block{Type: model.Text, Text: "[audio " + content.Label(p.MimeType) + ": this agent's model takes no audio]"})
+		default:
+			out = append(out, model.Block{Type: model.Text, Text: p.Text})
+		}
+	}
+	return out
+}
+
+// authorName reads a message's author: its name, else its id, cleaned.
+func authorName(raw json.RawMessage) string {
+	var a struct {
+		ID   any `json:"id"`
+		Name any `json:"name"`
+	}
+	if json.Unmarshal(raw, &a) == nil {
+		for _, v := range []any{a.Name, a.ID} {
+			if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+				return content.Label(s)
+			}
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+		return content.Label(s)
+	}
+	return "someone"
+}
+
+// channelRef names a channel as "#label (id)", or its id alone.
+func channelRef(ch channels.ListedChannel, id string) string {
+	return ref(channels.ChannelRef{ID: content.Clean(id), Label: content.Label(ch.Label)})
+}
