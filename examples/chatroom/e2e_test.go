@@ -41,13 +41,17 @@ var hostImplements = []string{"tools", "channels.register", "channels.lifecycle"
 
 // scenarioScript needs no clock: the host's reactions, made while it
 // answers channels/incoming (the room waits for that answer before its next
-// post), decide what is open when each post comes.
+// post), decide what is open when each post comes. #random is never open
+// and #dev is closed after "two": an ambient post there is not delivered,
+// one that addresses the agent is.
 const scenarioScript = `
 +0s #general alice: one
 +0s #random carol: hidden in random
 +0s #dev bob @agent: two
 +0s #general alice: three
 +0s #dev bob: four, after dev closed
++0s #dev bob @agent: still there? dev is closed
++0s #random carol @agent: a mention in random
 +0s #general alice @agent: five
 `
 
@@ -57,7 +61,7 @@ const scenarioScript = `
 type testHost struct {
 	t    *testing.T
 	sess atomic.Pointer[session.Session]
-	up   chan struct{} // closed once sess is set
+	up   chan struct{} // closed once sess is set (by Bind, before the connect)
 
 	mu         sync.Mutex
 	registered []protocol.ChannelDescriptor
@@ -143,12 +147,17 @@ func (h *testHost) connect(dial func(context.Context) (transport.Stream, error))
 		Handler:        h.handler(),
 		Logger:         quietLog,
 		RequestTimeout: waitFor,
+		// The room may post before Connect returns (its first posts are
+		// due at once): the session answers them from inside Connect, and
+		// the reactions call it, so it is bound before the connect.
+		Bind: func(s *session.Session) {
+			h.sess.Store(s)
+			close(h.up)
+		},
 	})
 	if err != nil {
 		h.t.Fatalf("connect: %v", err)
 	}
-	h.sess.Store(s)
-	close(h.up)
 	return s
 }
 
@@ -183,6 +192,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		t.Errorf("registered: %s", diff)
 	}
 	// #random was never opened; #dev's "four" came after it was closed.
+	// The posts that address the agent came all the same.
 	var got []string
 	for _, m := range incoming {
 		got = append(got, fmt.Sprintf("%s %s %q %v", m.ChannelID, m.Author, protocol.JoinText(m.Content), m.Tags))
@@ -191,6 +201,8 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		`chatroom:#general {"id":"u_alice","name":"alice"} "one" [chat:ambient chat:from-human]`,
 		`chatroom:#dev {"id":"u_bob","name":"bob"} "@agent two" [chat:mention chat:addressed chat:from-human]`,
 		`chatroom:#general {"id":"u_alice","name":"alice"} "three" [chat:ambient chat:from-human]`,
+		`chatroom:#dev {"id":"u_bob","name":"bob"} "@agent still there? dev is closed" [chat:mention chat:addressed chat:from-human]`,
+		`chatroom:#random {"id":"u_carol","name":"carol"} "@agent a mention in random" [chat:mention chat:addressed chat:from-human]`,
 		`chatroom:#general {"id":"u_alice","name":"alice"} "@agent five" [chat:mention chat:addressed chat:from-human]`,
 	}
 	if !slices.Equal(got, want) {
@@ -219,7 +231,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if err := sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: "history", Arguments: json.RawMessage(`{"channel":"#random"}`)}, &hist); err != nil {
 		t.Fatal(err)
 	}
-	if hist.IsError || hist.Text() != "carol: hidden in random" {
+	if want := "carol: hidden in random\ncarol: @agent a mention in random"; hist.IsError || hist.Text() != want {
 		t.Errorf("history #random = %q (isError %v)", hist.Text(), hist.IsError)
 	}
 
@@ -231,6 +243,8 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		"[#dev] bob: @agent two",
 		"[#dev] (the agent closed the channel)",
 		"[#dev] bob: four, after dev closed   (not delivered: #dev is not open)",
+		"[#dev] bob: @agent still there? dev is closed   (delivered though #dev is not open: it addresses the agent)",
+		"[#random] carol: @agent a mention in random   (delivered though #random is not open: it addresses the agent)",
 		"[#general] AGENT: The release is on Thursday.",
 	} {
 		tr.wait(t, line)

@@ -32,12 +32,16 @@ const historyKeep = 50
 // follow, and, per connected host, which channels that host has open.
 //
 // Each connection gets the room from the start of the script. A post goes
-// to the host as channels/incoming only while its channel is open for that
+// to the host as channels/incoming while its channel is open for that
 // host: #general from registration (initiallyOpen), any channel after the
-// host's channels/open, until its channels/close. Posts in a closed channel
-// still happen in the room: they are kept in the channel's history (the
-// history tool) and written to the transcript marked not delivered, but
-// never sent.
+// host's channels/open, until its channels/close. A post that addresses
+// the agent goes to the host even while its channel is closed (in any
+// channel whose registration the host accepted), as a chat platform
+// delivers a mention of you from a channel you have not joined;
+// the transcript marks it delivered though the channel is not open. Other
+// posts in a closed channel still happen in the room: they are kept in the
+// channel's history (the history tool) and written to the transcript
+// marked not delivered, but never sent.
 type Room struct {
 	posts      []Post
 	speed      float64
@@ -60,11 +64,12 @@ func NewRoom(posts []Post, speed float64, loop bool, transcript io.Writer, log *
 
 // visit is one host's connection to the room.
 type visit struct {
-	mu      sync.Mutex
-	open    map[string]bool // by channel name
-	history map[string][]string
-	posted  int // the people's messages so far
-	said    int // the agent's messages so far
+	mu         sync.Mutex
+	open       map[string]bool // by channel name
+	registered map[string]bool // by channel name: the host accepted its registration
+	history    map[string][]string
+	posted     int // the people's messages so far
+	said       int // the agent's messages so far
 }
 
 func (r *Room) visitOf(c *server.Conn) *visit {
@@ -72,7 +77,7 @@ func (r *Room) visitOf(c *server.Conn) *visit {
 	defer r.mu.Unlock()
 	v := r.visits[c]
 	if v == nil {
-		v = &visit{open: map[string]bool{}, history: map[string][]string{}}
+		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}}
 		r.visits[c] = v
 	}
 	return v
@@ -82,6 +87,20 @@ func (v *visit) isOpen(name string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.open[name]
+}
+
+// isRegistered reports whether the host accepted the channel's
+// registration: a mention there reaches the host even while it is closed.
+func (v *visit) isRegistered(name string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.registered[name]
+}
+
+func (v *visit) setRegistered(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.registered[name] = true
 }
 
 func (v *visit) setOpen(name string, open bool) {
@@ -117,7 +136,7 @@ func (r *Room) Server(version string) *server.Server {
 	s := server.New("chatroom", version, &server.Options{
 		Instructions: "A simulated chat room with channels #general, #random and #dev. " +
 			"People talk on a schedule; messages that address you are tagged chat:mention. " +
-			"Open a channel to receive its messages; use history to catch up on one.",
+			"Open a channel to receive its messages (those that address you arrive from any channel); use history to catch up on one.",
 		Capabilities: []string{"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"},
 		FeatureSets: []server.FeatureSet{{
 			Name:        featureMessaging,
@@ -184,9 +203,12 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 		case !ok:
 		case !res.Accepted:
 			r.log.Warn("the host refused a channel", "channel", name, "reason", res.Reason)
-		case descriptor(name).InitiallyOpen:
-			v.setOpen(name, true)
-			r.transcript.printf("[%s] (open from the start)", name)
+		default:
+			v.setRegistered(name)
+			if descriptor(name).InitiallyOpen {
+				v.setOpen(name, true)
+				r.transcript.printf("[%s] (open from the start)", name)
+			}
 		}
 	}
 	Play(ctx, r.posts, r.speed, r.loop, func(p Post) { r.deliver(ctx, c, v, p) })
@@ -194,7 +216,8 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 }
 
 // deliver makes one post happen: into the channel's history and the
-// transcript, and to the host when the channel is open.
+// transcript, and to the host when the channel is open, or when the post
+// addresses the agent and the host accepted the channel's registration.
 func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	v.mu.Lock()
 	v.posted++
@@ -206,11 +229,16 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	}
 	line := p.Author + ": " + text
 	v.remember(p.Channel, line)
-	if !v.isOpen(p.Channel) {
+	switch {
+	case v.isOpen(p.Channel):
+		r.transcript.printf("[%s] %s", p.Channel, line)
+	case p.Mention && v.isRegistered(p.Channel):
+		// A mention reaches the agent from any channel the host knows.
+		r.transcript.printf("[%s] %s   (delivered though %s is not open: it addresses the agent)", p.Channel, line, p.Channel)
+	default:
 		r.transcript.printf("[%s] %s   (not delivered: %s is not open)", p.Channel, line, p.Channel)
 		return
 	}
-	r.transcript.printf("[%s] %s", p.Channel, line)
 	msg := server.Message{
 		ChannelID: channelID(p.Channel),
 		MessageID: fmt.Sprintf("chatroom-%d", n),

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -17,14 +16,17 @@ import (
 
 // TestRoomSchedule runs the room and a session in one synctest bubble, over
 // an in-memory pipe, so the schedule runs on the fake clock: each message
-// reaches the host at its scripted time (here at speed 2), and only while
-// its channel is open.
+// reaches the host at its scripted time (here at speed 2), while its
+// channel is open, or, when it addresses the agent, while it is closed too.
 func TestRoomSchedule(t *testing.T) {
 	posts, err := ParseScript(strings.NewReader(`
 +5s #general alice: a
 +10s #dev bob @agent: b
 +50s #dev bob: c
 +10s #general carol: d
++10s #dev bob @agent: e
++2s #random erin: f
++2s #random erin @agent: g
 `), Channels)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +34,8 @@ func TestRoomSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		hostEnd, roomEnd := net.Pipe()
-		s := NewRoom(posts, 2, false, io.Discard, quietLog).Server("test")
+		tr := newTranscript()
+		s := NewRoom(posts, 2, false, tr, quietLog).Server("test")
 		served := make(chan error, 1)
 		go func() { served <- s.ServeConn(context.Background(), roomEnd) }()
 		h := newTestHost(t)
@@ -43,7 +46,9 @@ func TestRoomSchedule(t *testing.T) {
 
 		// At 3s (#general's "a" came at 2.5s) the host opens #dev: "b"
 		// comes at 7.5s. At 20s it closes #dev: "c", at 32.5s, is not
-		// delivered; "d" at 37.5s is.
+		// delivered; "d" at 37.5s is. "e" at 42.5s, in #dev, closed, is
+		// delivered: it addresses the agent. So is "g" at 44.5s, in #random,
+		// never opened, and not "f" at 43.5s, which does not.
 		time.Sleep(3 * time.Second)
 		if err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:#dev"}, nil); err != nil {
 			t.Fatal(err)
@@ -65,9 +70,25 @@ func TestRoomSchedule(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %s@%s", m.ChannelID, protocol.JoinText(m.Content), at.Sub(start)))
 		}
 		h.mu.Unlock()
-		want := []string{"chatroom:#general a@2.5s", "chatroom:#dev @agent b@7.5s", "chatroom:#general d@37.5s"}
+		want := []string{"chatroom:#general a@2.5s", "chatroom:#dev @agent b@7.5s", "chatroom:#general d@37.5s",
+			"chatroom:#dev @agent e@42.5s", "chatroom:#random @agent g@44.5s"}
 		if !slices.Equal(got, want) {
 			t.Errorf("incoming:\ngot  %v\nwant %v", got, want)
+		}
+		wantLines := []string{
+			"[#general] (open from the start)",
+			"[#general] alice: a",
+			"[#dev] (the agent opened the channel)",
+			"[#dev] bob: @agent b",
+			"[#dev] (the agent closed the channel)",
+			"[#dev] bob: c   (not delivered: #dev is not open)",
+			"[#general] carol: d",
+			"[#dev] bob: @agent e   (delivered though #dev is not open: it addresses the agent)",
+			"[#random] erin: f   (not delivered: #random is not open)",
+			"[#random] erin: @agent g   (delivered though #random is not open: it addresses the agent)",
+		}
+		if got := strings.Split(strings.TrimSuffix(tr.String(), "\n"), "\n"); !slices.Equal(got, wantLines) {
+			t.Errorf("transcript:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(wantLines, "\n     "))
 		}
 		sess.Close()
 		if err := <-served; err != nil {

@@ -32,6 +32,23 @@ func TestParseScript(t *testing.T) {
 	}
 }
 
+// TestParseScriptSmallDelays: the delays tests use (none, or a few
+// milliseconds) parse as written.
+func TestParseScriptSmallDelays(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader("+0s #general a: one\n+10ms #dev b @agent: two\n+0.25s #random c: three\n+1us #general d: four\n+0 #general e: five\n"), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for _, p := range posts {
+		got = append(got, p.Delay)
+	}
+	want := []time.Duration{0, 10 * time.Millisecond, 250 * time.Millisecond, time.Microsecond, 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delays (-want +got):\n%s", diff)
+	}
+}
+
 func TestParseScriptErrors(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"+2s #general alice hello", `line 1: "+2s #general alice hello" is not`},

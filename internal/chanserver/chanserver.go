@@ -10,6 +10,24 @@
 // as the policy arrives: the registration is written before the policy's
 // answer, so the host has answered it by the time its connect returns.
 //
+// It also plays an agent-facing MCPL server, for a host's end-to-end tests
+// of push events, server-initiated inference, model info and context
+// hooks. It advertises pushEvents, inferenceRequest (with streaming),
+// inferenceLifecycle, modelInfo and contextHooks.beforeInference (observe
+// and inject at system, beforeUser and afterUser), declared in the
+// feature sets of FeatureSets (test.agent for push events, test.infer,
+// test.hooks, test.inject), so a host can enable each apart (the channel
+// capabilities stay outside any feature set, as before). Its push events
+// name test.agent, its inference requests test.infer, its beforeInference
+// answers test.hooks. It answers the host's
+// context/beforeInference as the hook tool last scripted it (by default at
+// once, with no injection), records each one's params, and records each
+// inference/lifecycle notification's params; hooks_log reads them. The
+// answers to push, infer and model_info are {"result": <the host's
+// result>} or {"error": <the host's JSON-RPC error object>}; a call that
+// got no answer at all (the connection ended) is {"error": {"message":
+// "..."}}, with no code.
+//
 // Tools (each answers with JSON text):
 //
 //	register {channels}           sends channels/register; answers the host's result
@@ -21,10 +39,38 @@
 //	held {channelId, method}      waits (up to 30 s) until such a request is held; answers its count
 //	log {count}                   the requests received, in order: "open c", "close c", "publish c: text";
 //	                              with count, once at least that many are in (up to 30 s)
-//	incoming {channelId, messageId, text, content}  sends channels/incoming (content, raw, in place
+//	incoming {channelId, messageId, text, content, tags}  sends channels/incoming (content, raw, in place
 //	                              of a text block when given); answers the host's result
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
 //	content {content}             answers with a result whose content is the given value, as given
+//	push {eventId, text, content, tags}  sends push/event {featureSet: "test.agent", eventId,
+//	                              timestamp (now, RFC 3339), payload: {content}, tags}: content is the
+//	                              given value, raw, when given, else one text block of text; tags, raw,
+//	                              only when given; eventId, as given when given (even ""), else "evt-N";
+//	                              answers {"result": ...} or {"error": {...}}
+//	infer {messages, stream, maxTokens}  sends inference/request {featureSet: "test.agent", messages,
+//	                              stream, preferences: {maxTokens}} (messages raw, default one user
+//	                              message "hello"; preferences only when maxTokens > 0); answers
+//	                              {"result": ..., "chunks": [...]} or {"error": {...}, "chunks": [...]}:
+//	                              chunks are the deltas of the inference/chunk notifications whose
+//	                              requestId is the request's id, in arrival order, all of those that
+//	                              arrived before the answer ([] when none)
+//	model_info {}                 sends model/info; answers {"result": ...} or {"error": {...}}
+//	hook {mode, injections, delayMs}  how later context/beforeInference requests are answered (each
+//	                              call replaces the whole script; a request takes the script current
+//	                              when it arrives): mode "answer" (the default) answers {featureSet:
+//	                              "test.agent", contextInjections: injections} (raw; [] when not
+//	                              given); "fail" answers JSON-RPC error -32603; "hang" never answers,
+//	                              until the connection ends; "infer" sends inference/request from
+//	                              inside the hook (which SPEC §10.7 forbids: a host must refuse it)
+//	                              and answers with one injection {namespace: "loop", position:
+//	                              "system", content: [one text block: the host's answer to it, as
+//	                              push renders one]}. delayMs delays the answer (and, for infer, the
+//	                              request); answers "scripted"
+//	hooks_log {count, method}     the recorded inference/lifecycle and context/beforeInference
+//	                              messages, in arrival order, as [{"method": ..., "params": {...}}],
+//	                              only those of method when given; with count, once at least that
+//	                              many (of method) are in (up to 30 s)
 package chanserver
 
 import (
@@ -59,6 +105,11 @@ var Tools = []protocol.Tool{
 	{Name: "incoming", Description: "Sends channels/incoming."},
 	{Name: "send_message", Description: "Posts a message into a channel."},
 	{Name: "content", Description: "Answers with the content it is given."},
+	{Name: "push", Description: "Sends push/event."},
+	{Name: "infer", Description: "Sends inference/request."},
+	{Name: "model_info", Description: "Sends model/info."},
+	{Name: "hook", Description: "Sets how later context/beforeInference requests are answered."},
+	{Name: "hooks_log", Description: "The inference/lifecycle and context/beforeInference messages received."},
 }
 
 type server struct {
@@ -76,16 +127,27 @@ type server struct {
 	held    map[string][]func(any, error) // "open c" -> replies
 	log     []string
 	sent    int
+
+	hook     hookScript          // how context/beforeInference is answered
+	hooksLog []hookEntry         // inference/lifecycle and context/beforeInference, in order
+	chunks   map[string][]string // inference/chunk deltas by requestId
+	pushed   int                 // push events sent without an eventId of their own
+
+	// work counts the goroutines the server starts, so Serve returns only
+	// once they are done (each ends when the connection does).
+	work sync.WaitGroup
 }
 
 // Serve serves one connection until it ends.
 func Serve(s transport.Stream, cfg Config) {
-	srv := &server{cfg: cfg, set: make(chan struct{}), registerWritten: make(chan struct{}), scripts: map[string]map[string]string{}, held: map[string][]func(any, error){}}
+	srv := &server{cfg: cfg, set: make(chan struct{}), registerWritten: make(chan struct{}), scripts: map[string]map[string]string{}, held: map[string][]func(any, error){},
+		chunks: map[string][]string{}}
 	srv.changed = sync.NewCond(&srv.mu)
 	s = watchStream{s, srv}
 	srv.peer = wire.NewPeer(s, wire.Options{Name: "host", Handler: wire.HandlerFunc(srv.serve), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	close(srv.set)
 	<-srv.peer.Done()
+	srv.work.Wait()
 }
 
 func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
@@ -96,13 +158,23 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 			"protocolVersion": protocol.ProtocolVersion,
 			"serverInfo":      protocol.Implementation{Name: "chanserver", Version: "1.0.0"},
 			"capabilities": map[string]any{"tools": map[string]any{}, "experimental": map[string]any{"mcpl": map[string]any{
-				"version": "0.5", "channels": map[string]bool{"register": true, "incoming": true, "lifecycle": true, "publish": true}}}},
+				"version": "0.5", "channels": map[string]bool{"register": true, "incoming": true, "lifecycle": true, "publish": true},
+				"pushEvents":         true,
+				"inferenceRequest":   map[string]bool{"streaming": true},
+				"inferenceLifecycle": true,
+				"modelInfo":          true,
+				"contextHooks": map[string]any{"beforeInference": map[string]any{
+					"observe": true, "inject": map[string]bool{"system": true, "beforeUser": true, "afterUser": true}}},
+				"featureSets": featureSets(),
+			}}},
 		}, nil
 	case protocol.MethodInitialized:
 		return nil, nil
 	case protocol.MethodFeatureSetsUpdate:
 		if len(srv.cfg.Channels) > 0 {
-			go srv.peer.Call(context.Background(), protocol.MethodChannelsRegister, protocol.ChannelsRegisterParams{Channels: srv.cfg.Channels}, nil)
+			srv.work.Go(func() {
+				srv.peer.Call(ctx, protocol.MethodChannelsRegister, protocol.ChannelsRegisterParams{Channels: srv.cfg.Channels}, nil)
+			})
 			select {
 			case <-srv.registerWritten:
 			case <-time.After(5 * time.Second):
@@ -115,6 +187,14 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return srv.callTool(ctx, req)
 	case protocol.MethodChannelsOpen, protocol.MethodChannelsClose, protocol.MethodChannelsPublish:
 		return srv.lifecycle(req)
+	case methodBeforeInference:
+		return srv.beforeInference(ctx, req)
+	case methodLifecycle:
+		srv.record(req)
+		return nil, nil
+	case methodChunk:
+		srv.chunk(req)
+		return nil, nil
 	case protocol.MethodPing:
 		return struct{}{}, nil
 	}
@@ -131,6 +211,16 @@ type watchStream struct {
 }
 
 func (w watchStream) Write(ctx context.Context, msg []byte) error {
+	if slot, ok := ctx.Value(idSlotKey{}).(*int64); ok {
+		// A call that wants its request id (infer, to pick its chunks):
+		// the write is on the caller's goroutine, before any answer.
+		var m struct {
+			ID int64 `json:"id"`
+		}
+		if json.Unmarshal(msg, &m) == nil {
+			*slot = m.ID
+		}
+	}
 	err := w.Stream.Write(ctx, msg)
 	if strings.Contains(string(msg), `"method":"channels/register"`) {
 		w.srv.writtenOnce.Do(func() { close(w.srv.registerWritten) })
@@ -203,6 +293,15 @@ type toolArgs struct {
 	Text      string          `json:"text"`
 	Content   json.RawMessage `json:"content"`
 	Count     int             `json:"count"`
+
+	EventID    *string         `json:"eventId"`
+	Tags       json.RawMessage `json:"tags"`
+	Messages   json.RawMessage `json:"messages"`
+	Stream     bool            `json:"stream"`
+	MaxTokens  int             `json:"maxTokens"`
+	Mode       string          `json:"mode"`
+	Injections json.RawMessage `json:"injections"`
+	DelayMs    int             `json:"delayMs"`
 }
 
 func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error) {
@@ -261,20 +360,20 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		// is on one of its own, so the requests it waits for can arrive.
 		reply := req.Defer()
 		key := a.Method + " " + a.ChannelID
-		go func() {
+		srv.work.Go(func() {
 			reply(srv.waitFor(ctx, "nothing held: "+key, func() bool { return len(srv.held[key]) > 0 }, func() any {
 				return len(srv.held[key])
 			}))
-		}()
+		})
 		return nil, nil
 	case "log":
 		// Waited for on a goroutine of its own, as held is.
 		reply := req.Defer()
-		go func() {
+		srv.work.Go(func() {
 			reply(srv.waitFor(ctx, "fewer than "+fmt.Sprint(a.Count)+" requests", func() bool { return len(srv.log) >= a.Count }, func() any {
 				return append([]string{}, srv.log...)
 			}))
-		}()
+		})
 		return nil, nil
 	case "incoming":
 		var body any = []map[string]string{{"type": "text", "text": a.Text}}
@@ -282,6 +381,9 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 			body = a.Content // as the test wrote it, malformed or not
 		}
 		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": "Ada"}, "content": body}
+		if len(a.Tags) > 0 && string(a.Tags) != "null" {
+			msg["tags"] = a.Tags
+		}
 		return result(srv.send(ctx, protocol.MethodChannelsIncoming, map[string]any{"messages": []any{msg}}))
 	case "content":
 		return map[string]json.RawMessage{"content": a.Content}, nil
@@ -293,6 +395,8 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		n := srv.sent
 		srv.mu.Unlock()
 		return result(map[string]string{"channelId": a.ChannelID, "messageId": fmt.Sprintf("m%d", n)})
+	case "push", "infer", "model_info", "hook", "hooks_log":
+		return srv.agentTool(ctx, req, p.Name, a)
 	}
 	return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "unknown tool " + p.Name}
 }
@@ -326,4 +430,13 @@ func (srv *server) send(ctx context.Context, method string, params any) any {
 		return map[string]string{"failed": err.Error()}
 	}
 	return map[string]json.RawMessage{"result": res}
+}
+
+// featureSets is the featureSets advertisement.
+func featureSets() map[string]any {
+	out := map[string]any{}
+	for name, uses := range FeatureSets {
+		out[name] = map[string]any{"description": "the test server's " + name, "uses": uses}
+	}
+	return out
 }
