@@ -154,6 +154,3 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 // errEmptyEvent refuses a push event whose content shows nothing.
 var errEmptyEvent = protocol.NewError(protocol.CodeInvalidParams, "Invalid params: the event's content shows nothing an agent could read ("+content.ReasonEmptyContent+")",
 	map[string]string{"reason": content.ReasonEmptyContent})
-
-// agentHooks is the servers' context hooks, for the agents' model calls.
-func (h *Host) agentHooks() agent.Hooks { return nil }

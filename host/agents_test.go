@@ -76,7 +76,12 @@ func (r *agentRig) start() {
 		r.t.Fatal(err)
 	}
 	r.tr, r.rec = newLines(), newRecorder()
-	h, err := host.New(host.Options{Logger: r.rec.Logger(), Store: st, Transcript: r.tr})
+	h, err := host.New(host.Options{Logger: r.rec.Logger(), Store: st, Transcript: r.tr, LookupEnv: func(k string) (string, bool) {
+		if k == "TEST_MODEL_KEY" {
+			return "test-key", true
+		}
+		return "", false
+	}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -273,5 +278,270 @@ func TestAgentEchoesInOpenChannel(t *testing.T) {
 	cur, _ := st.Cursors(context.Background())
 	if cur["agent/ada"] == 0 {
 		t.Errorf("cursors = %v", cur)
+	}
+}
+
+// scriptConfig runs ada on the script ada.yaml.
+const scriptConfig = `
+servers:
+  - id: chat
+    command: SERVER
+    channels: {sendTools: [send_message]}
+agents:
+  - name: ada
+    model: {provider: scripted, script: ./ada.yaml}
+    system: You are Ada.
+    allowedTools: all
+`
+
+func TestAgentJoinsWhenInvitedAndDeclinesAnother(t *testing.T) {
+	r := newAgentRig(t, scriptConfig, map[string]string{"ada.yaml": `
+steps:
+  - call: [{tool: channel_open, args: {channelId: b}}]
+  - say: Joined b.
+  - call: [{tool: channel_decline, args: {channelId: d, serverId: chat, messageId: m2}}]
+  - silent: true
+`})
+	r.incoming("b", "m1", "come to b", "chat:mention")
+	r.tr.turnEnd(t, "ada", 1)
+	evs := r.tr.turn("ada", 1)
+	shown := find(evs, agent.EventShown)[0].Text
+	invitation := `[Channel invitation] Ada addressed you in #b (b), a channel you haven't joined. Only messages that address you reach you from it; the rest of its traffic is invisible to you. Your options:
+1. Reply there: what you say this turn is posted to #b (b), and posting it opens the channel, so its traffic reaches you from then on.
+2. Join without replying: call channel_open with channelId "b" and serverId "chat".
+3. Stay out: call channel_decline with channelId "b", serverId "chat" and messageId "m1".
+Doing nothing is also fine.`
+	if want := "[#b (b) on chat · Ada · message m1]\n" + invitation + "\ncome to b"; shown != want {
+		t.Errorf("shown:\n%s\nwant:\n%s", shown, want)
+	}
+	tools := find(evs, agent.EventTool)
+	if len(tools) != 1 || tools[0].Tool != "channel_open" || tools[0].Outcome != "ok" {
+		t.Errorf("tool events = %+v", tools)
+	}
+	if sp := find(evs, agent.EventSpeech); len(sp) != 1 || sp[0].Channel != "b" || sp[0].Outcome != "delivered" {
+		t.Errorf("speech = %+v", sp)
+	}
+	log := r.serverLog(5)
+	if !slices.Contains(log, "open b") || log[len(log)-1] != "publish b: Joined b." {
+		t.Errorf("server log = %q", log)
+	}
+
+	// Another invitation, declined.
+	r.incoming("d", "m2", "and d?", "chat:mention")
+	r.tr.turnEnd(t, "ada", 2)
+	tools = find(r.tr.turn("ada", 2), agent.EventTool)
+	if len(tools) != 1 || tools[0].Tool != "channel_decline" || tools[0].Outcome != "ok" {
+		t.Errorf("turn 2 tools = %+v", tools)
+	}
+	if sp := find(r.tr.turn("ada", 2), agent.EventSpeech); len(sp) != 0 {
+		t.Errorf("turn 2 spoke: %+v", sp)
+	}
+	// Ambient traffic in the declined channel is not shown; in the
+	// joined one it wakes ada (whose script has run out: silent).
+	r.incoming("d", "m3", "chatter in d")
+	r.incoming("b", "m4", "chatter in b")
+	end := r.tr.turnEnd(t, "ada", 3)
+	start := find(r.tr.turn("ada", 3), agent.EventTurnStart)[0]
+	if len(start.WokenBy) != 1 || start.WokenBy[0].MessageID != "m4" || end.Reason != "end_turn" {
+		t.Errorf("turn 3 woken by %+v, ended %q", start.WokenBy, end.Reason)
+	}
+	r.h.Close()
+	got := map[string]string{}
+	r.st.Replay(context.Background(), func(rec store.Record) error {
+		if rec.Kind == store.KindDecision {
+			got[rec.Channel] = string(rec.State) + "/" + rec.Source
+		}
+		return nil
+	})
+	if got["b"] != "open/agent-tool" || got["d"] != "closed/invitation-declined" {
+		t.Errorf("decisions = %v", got)
+	}
+}
+
+func TestAgentBatchesTrafficDuringATurn(t *testing.T) {
+	r := newAgentRig(t, echoConfig, nil)
+	r.serverLog(3) // the registration's lifecycle work is done
+	r.must("chat--script", `{"channelId":"a","publish":"hold"}`)
+	r.incoming("a", "m1", "first")
+	r.must("chat--held", `{"channelId":"a","method":"publish"}`)
+	// Turn 1 is waiting on its reply's publish: these wait for turn 2.
+	r.incoming("a", "m2", "second")
+	r.incoming("a", "m3", "third")
+	r.must("chat--script", `{"channelId":"a","publish":"ok"}`)
+	r.must("chat--release", `{"channelId":"a","method":"publish","answer":"ok"}`)
+	r.tr.turnEnd(t, "ada", 2)
+	start := find(r.tr.turn("ada", 2), agent.EventTurnStart)[0]
+	if len(start.WokenBy) != 2 || start.WokenBy[0].MessageID != "m2" || start.WokenBy[1].MessageID != "m3" {
+		t.Errorf("turn 2 woken by %+v, want m2 and m3", start.WokenBy)
+	}
+	if sp := find(r.tr.turn("ada", 2), agent.EventSpeech); len(sp) != 1 || sp[0].Text != "third" {
+		t.Errorf("turn 2 speech = %+v", sp)
+	}
+}
+
+func TestAgentSpeechIntoClosedChannel(t *testing.T) {
+	t.Run("opens it", func(t *testing.T) {
+		r := newAgentRig(t, echoConfig, nil)
+		r.incoming("b", "m1", "psst", "chat:mention")
+		r.tr.turnEnd(t, "ada", 1)
+		note := r.tr.wait(t, "the auto-open notice", func(ev agent.Event) bool {
+			return ev.Event == agent.EventNotice && strings.HasPrefix(ev.Text, "[channels]")
+		})
+		want := "[channels] Now open: #b (b) — your own message into the closed channel engaged it. Ongoing traffic from this channel will reach you. If you don't want it, use channel_close — your choice sticks; neither policy nor a later send will silently reopen it."
+		if note.Text != want {
+			t.Errorf("notice = %q\nwant %q", note.Text, want)
+		}
+		if sp := find(r.tr.turn("ada", 1), agent.EventSpeech); len(sp) != 1 || sp[0].Outcome != "delivered" {
+			t.Errorf("speech = %+v", sp)
+		}
+	})
+	t.Run("a failed open posts nothing", func(t *testing.T) {
+		r := newAgentRig(t, echoConfig, nil)
+		r.serverLog(3)
+		r.must("chat--script", `{"channelId":"b","open":"fail"}`)
+		r.incoming("b", "m1", "psst", "chat:mention")
+		r.tr.turnEnd(t, "ada", 1)
+		evs := r.tr.turn("ada", 1)
+		if sp := find(evs, agent.EventSpeech); len(sp) != 1 || sp[0].Outcome != "failed" {
+			t.Errorf("speech = %+v", sp)
+		}
+		notes := find(evs, agent.EventNotice)
+		want := `[not delivered] Your reply: Not sent to b (#b): channel is closed and open failed: The "chat" server answered with an error: open of b failed, as scripted. Nothing was posted.`
+		if len(notes) == 0 || notes[len(notes)-1].Text != want {
+			t.Errorf("notices = %+v\nwant last %q", notes, want)
+		}
+		for _, l := range r.serverLog(5) {
+			if strings.HasPrefix(l, "publish") {
+				t.Errorf("the server got %q", l)
+			}
+		}
+	})
+}
+
+func TestAgentReplyThroughSendTool(t *testing.T) {
+	r := newAgentRig(t, scriptConfig, map[string]string{"ada.yaml": `
+steps:
+  - call: [{tool: chat--send_message, args: {channelId: b, text: over here}}]
+  - silent: true
+`})
+	r.incoming("a", "m1", "anyone?")
+	r.tr.turnEnd(t, "ada", 1)
+	note := r.tr.wait(t, "the reply's auto-open notice", func(ev agent.Event) bool {
+		return ev.Event == agent.EventNotice && strings.HasPrefix(ev.Text, "[channels]")
+	})
+	if !strings.HasPrefix(note.Text, "[channels] Now open: #b (b) — your own message into the closed channel engaged it.") || note.Agent != "ada" {
+		t.Errorf("notice = %+v", note)
+	}
+	log := r.serverLog(5)
+	if !slices.Contains(log, "send b: over here") || log[len(log)-1] != "open b" {
+		t.Errorf("server log = %q", log)
+	}
+}
+
+func TestAgentPushEventIsATurn(t *testing.T) {
+	r := newAgentRig(t, echoConfig+`    allowedTools: [channel_list]
+`, nil)
+	out := r.must("chat--push", `{"eventId":"e1","text":"build failed"}`)
+	if !strings.Contains(out, `"accepted":true`) {
+		t.Fatalf("push: %s", out)
+	}
+	r.tr.turnEnd(t, "ada", 1)
+	evs := r.tr.turn("ada", 1)
+	if w := find(evs, agent.EventTurnStart)[0].WokenBy; len(w) != 1 || w[0].Kind != "push" || w[0].MessageID != "e1" {
+		t.Errorf("woken by %+v", w)
+	}
+	if s := find(evs, agent.EventShown)[0].Text; s != "[event from chat · test.agent · event e1]\nbuild failed" {
+		t.Errorf("shown = %q", s)
+	}
+	notes := find(evs, agent.EventNotice)
+	want := "[not delivered] Your reply went nowhere: this turn wasn't woken by a channel message, so your plain text has no channel to go to. It is kept in this conversation only."
+	if len(notes) != 1 || notes[0].Text != want {
+		t.Errorf("notices = %+v", notes)
+	}
+}
+
+const forkConfig = scriptConfig + "conversations: per-channel\n"
+
+func TestAgentForks(t *testing.T) {
+	r := newAgentRig(t, forkConfig, map[string]string{"ada.yaml": `
+steps:
+  - call: [{tool: channel_open, args: {channelId: b}}, {tool: channel_publish, args: {text: from a}}]
+  - say: Staying in a.
+`})
+	r.incoming("a", "m1", "hi a")
+	fork := "ada@chat/a"
+	r.tr.turnEnd(t, fork, 1)
+	evs := r.tr.turn(fork, 1)
+	tools := find(evs, agent.EventTool)
+	want := `This conversation is bound to channel "a", so it can't open other channels, and nothing was opened. Reply in "a".`
+	if len(tools) != 2 || tools[0].Text != want || tools[0].Outcome != "refused" || tools[1].Outcome != "ok" {
+		t.Errorf("tools = %+v", tools)
+	}
+	if sp := find(evs, agent.EventSpeech); len(sp) != 1 || sp[0].Channel != "a" || sp[0].Text != "Staying in a." {
+		t.Errorf("speech = %+v", sp)
+	}
+	if n := len(r.tr.turn("ada", 1)); n != 0 {
+		t.Errorf("the primary had a turn: %d events", n)
+	}
+	log := r.serverLog(5)
+	if !slices.Contains(log, "publish a: from a") || !slices.Contains(log, "publish a: Staying in a.") || slices.Contains(log, "open b") {
+		t.Errorf("server log = %q", log)
+	}
+}
+
+func TestAgentToolNotAllowed(t *testing.T) {
+	r := newAgentRig(t, strings.Replace(scriptConfig, "allowedTools: all", "allowedTools: [channel_list]", 1), map[string]string{"ada.yaml": `
+steps:
+  - call: [{tool: channel_open, args: {channelId: b}}]
+`})
+	r.incoming("a", "m1", "open b please")
+	r.tr.turnEnd(t, "ada", 1)
+	tools := find(r.tr.turn("ada", 1), agent.EventTool)
+	want := "channel_open is not a tool this agent may use, so it was not called, and nothing was done. Use only the tools you were given."
+	if len(tools) != 1 || tools[0].Text != want || tools[0].Outcome != "refused" {
+		t.Errorf("tools = %+v", tools)
+	}
+}
+
+func TestAgentToolRoundsAreBounded(t *testing.T) {
+	steps := strings.Repeat("  - call: [{tool: channel_list, args: {}}]\n", agent.DefaultMaxRounds+1)
+	r := newAgentRig(t, scriptConfig, map[string]string{"ada.yaml": "steps:\n" + steps})
+	r.incoming("a", "m1", "loop")
+	end := r.tr.turnEnd(t, "ada", 1)
+	evs := r.tr.turn("ada", 1)
+	if end.Reason != "max_rounds" || len(find(evs, agent.EventModel)) != agent.DefaultMaxRounds {
+		t.Errorf("turn ended %q after %d model calls", end.Reason, len(find(evs, agent.EventModel)))
+	}
+	notes := find(evs, agent.EventNotice)
+	want := "[host] This turn reached its limit of 16 tool rounds, so it ended here: the results above are in, and nothing more runs until a new message wakes you."
+	if len(notes) == 0 || notes[len(notes)-1].Text != want {
+		t.Errorf("notices = %+v", notes)
+	}
+}
+
+func TestAgentResumesAfterRestart(t *testing.T) {
+	r := newAgentRig(t, echoConfig, nil)
+	r.incoming("a", "m1", "one")
+	r.tr.turnEnd(t, "ada", 1)
+	r.stop()
+	// While the host is down, a message lands in the inbox unconsumed
+	// (as one a crash left before its turn was recorded would).
+	st, err := sqlite.Open(filepath.Join(r.dir, "host.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"channelId":"a","messageId":"m2","author":{"name":"bob"},"content":[{"type":"text","text":"two"}]}`
+	if _, err := st.AddMessages(context.Background(), []store.Message{{Server: "chat", Channel: "a", MessageID: "m2", Body: json.RawMessage(body), At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	r.start()
+	end := r.tr.turnEnd(t, "ada", 2)
+	evs := r.tr.turn("ada", 2)
+	if w := find(evs, agent.EventTurnStart)[0].WokenBy; len(w) != 1 || w[0].MessageID != "m2" || end.Reason != "end_turn" {
+		t.Errorf("turn 2 woken by %+v", w)
+	}
+	if sp := find(evs, agent.EventSpeech); len(sp) != 1 || sp[0].Text != "two" {
+		t.Errorf("speech = %+v", sp)
 	}
 }

@@ -51,6 +51,8 @@ import (
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/fetchref"
+	"github.com/mcpl-go/mcpl/internal/hooks"
+	"github.com/mcpl-go/mcpl/internal/inference"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -90,6 +92,8 @@ type Host struct {
 	ownStore store.Store // a store New made, closed by Close
 	// transcript writes the agents' turns; nil writes none.
 	transcript *agent.Transcript
+	hooks      *hooks.Runner     // context hooks and inference/lifecycle
+	infer      *inference.Server // inference/request
 
 	mu         sync.Mutex
 	servers    map[string]*server // the registry: handshake done
@@ -175,6 +179,8 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.channels = reg
+	h.hooks = hooks.New(hooks.Options{Logger: log})
+	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference, InHook: h.hooks.InHook})
 	h.refs = content.NewRefs(0)
 	h.fetcher = fetchref.New(fetchref.Options{Refs: h.refs, Server: h.fetchServer, Dir: opts.RefsDir, Logger: log})
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -567,6 +573,12 @@ func (h *Host) goBackground(f func()) bool {
 func (h *Host) serveInbound(ctx context.Context, srv *server, req *wire.Request) (any, error) {
 	if res, err, ok := h.channels.Serve(ctx, srv.cfg.ID, req); ok {
 		return res, err
+	}
+	switch req.Method {
+	case protocol.MethodInferenceRequest:
+		return h.serveInference(srv, req)
+	case protocol.MethodModelInfo:
+		return h.modelInfo()
 	}
 	if req.Method == protocol.MethodToolsListChanged {
 		h.mu.Lock()
