@@ -233,14 +233,14 @@ agents:
 
 func TestAgentEchoesInOpenChannel(t *testing.T) {
 	r := newAgentRig(t, echoConfig, nil)
-	r.incoming("a", "m1", "hello there")
+	r.incoming("a", "m1", "hello there", "chat:mention")
 	r.tr.turnEnd(t, "ada", 1)
 	evs := r.tr.turn("ada", 1)
 	if got := find(evs, agent.EventTurnStart); len(got) != 1 || len(got[0].WokenBy) != 1 || got[0].WokenBy[0].MessageID != "m1" {
 		t.Errorf("turn_start = %+v", got)
 	}
 	shown := find(evs, agent.EventShown)
-	if len(shown) != 1 || !strings.Contains(shown[0].Text, "[#a (a) on chat · ") || !strings.HasSuffix(shown[0].Text, "hello there") {
+	if len(shown) != 1 || shown[0].Text != "[#a (a) on chat · Ada · addressed to you · message m1]\nhello there" {
 		t.Errorf("shown = %+v", shown)
 	}
 	sp := find(evs, agent.EventSpeech)
@@ -311,7 +311,7 @@ steps:
 2. Join without replying: call channel_open with channelId "b" and serverId "chat".
 3. Stay out: call channel_decline with channelId "b", serverId "chat" and messageId "m1".
 Doing nothing is also fine.`
-	if want := "[#b (b) on chat · Ada · message m1]\n" + invitation + "\ncome to b"; shown != want {
+	if want := "[#b (b) on chat · Ada · addressed to you · message m1]\n" + invitation + "\ncome to b"; shown != want {
 		t.Errorf("shown:\n%s\nwant:\n%s", shown, want)
 	}
 	tools := find(evs, agent.EventTool)
@@ -362,10 +362,10 @@ func TestAgentBatchesTrafficDuringATurn(t *testing.T) {
 	r := newAgentRig(t, echoConfig, nil)
 	r.serverLog(3) // the registration's lifecycle work is done
 	r.must("chat--script", `{"channelId":"a","publish":"hold"}`)
-	r.incoming("a", "m1", "first")
+	r.incoming("a", "m1", "first", "chat:mention")
 	r.must("chat--held", `{"channelId":"a","method":"publish"}`)
 	// Turn 1 is waiting on its reply's publish: these wait for turn 2.
-	r.incoming("a", "m2", "second")
+	r.incoming("a", "m2", "second", "chat:mention")
 	r.incoming("a", "m3", "third")
 	r.must("chat--script", `{"channelId":"a","publish":"ok"}`)
 	r.must("chat--release", `{"channelId":"a","method":"publish","answer":"ok"}`)
@@ -374,7 +374,8 @@ func TestAgentBatchesTrafficDuringATurn(t *testing.T) {
 	if len(start.WokenBy) != 2 || start.WokenBy[0].MessageID != "m2" || start.WokenBy[1].MessageID != "m3" {
 		t.Errorf("turn 2 woken by %+v, want m2 and m3", start.WokenBy)
 	}
-	if sp := find(r.tr.turn("ada", 2), agent.EventSpeech); len(sp) != 1 || sp[0].Text != "third" {
+	// Echo answers the newest message addressed to it.
+	if sp := find(r.tr.turn("ada", 2), agent.EventSpeech); len(sp) != 1 || sp[0].Text != "second" {
 		t.Errorf("turn 2 speech = %+v", sp)
 	}
 }
@@ -439,8 +440,8 @@ steps:
 }
 
 func TestAgentPushEventIsATurn(t *testing.T) {
-	r := newAgentRig(t, echoConfig+`    allowedTools: [channel_list]
-`, nil)
+	r := newAgentRig(t, strings.Replace(scriptConfig, "allowedTools: all", "allowedTools: [channel_list]", 1),
+		map[string]string{"ada.yaml": "steps:\n  - say: On it.\n"})
 	out := r.must("chat--push", `{"eventId":"e1","text":"build failed"}`)
 	if !strings.Contains(out, `"accepted":true`) {
 		t.Fatalf("push: %s", out)
@@ -521,7 +522,7 @@ func TestAgentToolRoundsAreBounded(t *testing.T) {
 
 func TestAgentResumesAfterRestart(t *testing.T) {
 	r := newAgentRig(t, echoConfig, nil)
-	r.incoming("a", "m1", "one")
+	r.incoming("a", "m1", "one", "chat:mention")
 	r.tr.turnEnd(t, "ada", 1)
 	r.stop()
 	// While the host is down, a message lands in the inbox unconsumed
@@ -531,7 +532,7 @@ func TestAgentResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"channelId":"a","messageId":"m2","author":{"name":"bob"},"content":[{"type":"text","text":"two"}]}`
-	if _, err := st.AddMessages(context.Background(), []store.Message{{Server: "chat", Channel: "a", MessageID: "m2", Body: json.RawMessage(body), At: time.Now()}}); err != nil {
+	if _, err := st.AddMessages(context.Background(), []store.Message{{Server: "chat", Channel: "a", MessageID: "m2", Tags: []string{"chat:addressed"}, Body: json.RawMessage(body), At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

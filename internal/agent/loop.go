@@ -24,6 +24,9 @@ type runner struct {
 	fork bool
 
 	signal chan struct{}
+	// start is the inbox position consumed when the runner was made: the
+	// dispatcher skips what is at or below it.
+	start int64
 
 	mu      sync.Mutex
 	queue   []store.Message
@@ -36,7 +39,7 @@ type runner struct {
 }
 
 func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, cursor int64) (*runner, error) {
-	r := &runner{rt: rt, spec: s, name: name, home: home, fork: home != forkKey{}, signal: make(chan struct{}, 1), cursor: cursor}
+	r := &runner{rt: rt, spec: s, name: name, home: home, fork: home != forkKey{}, signal: make(chan struct{}, 1), cursor: cursor, start: cursor}
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
@@ -61,7 +64,7 @@ func (r *runner) poke() {
 
 // enqueue hands the runner an inbox message it hasn't consumed.
 func (r *runner) enqueue(m store.Message) {
-	if m.Seq <= r.cursor {
+	if m.Seq <= r.start {
 		return
 	}
 	r.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/model/scripted"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -38,13 +39,18 @@ func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, ope
 	json.Unmarshal(m.Body, &b)
 	author := authorName(b.Author)
 	where := channelRef(ch, m.Channel)
+	isAddressed := addressed(m.Tags)
 	head := "[" + where + " on " + content.Clean(m.Server) + " · " + author
 	if m.ThreadID != "" {
 		head += " · thread " + content.Clean(m.ThreadID)
 	}
-	head += " · message " + content.Clean(m.MessageID) + "]"
+	if isAddressed {
+		head += scripted.AddressedMark + "message "
+	} else {
+		head += " · message "
+	}
+	head += content.Clean(m.MessageID) + "]"
 	blocks := []model.Block{{Type: model.Text, Text: head}}
-	isAddressed := addressed(m.Tags)
 	if isAddressed && !open {
 		blocks = append(blocks, model.Block{Type: model.Text, Text: textInvitation(author, where, m.Server, m.Channel, m.MessageID, rd)})
 	}

@@ -13,8 +13,11 @@
 // the turn; call asks for its tools (the turn loop goes on with their
 // results); silent ends the turn saying nothing. When the steps run out
 // the model stays silent. In echo mode it answers each call by repeating
-// the newest user message's last text block, and stays silent when there
-// is none.
+// the text of the newest message that addresses the agent in the newest
+// user message (each message there opens with the turn loop's header, and
+// an addressed one's header says AddressedMark), and stays silent when
+// none does; a user message with no headers at all (a server's
+// inference/request) is answered with its last text block.
 //
 // Usage is reported as the provider-less estimate of a token for every
 // four bytes of text in and out, so inference/request's usage figures are
@@ -164,20 +167,46 @@ func (m *Model) take(req model.Request) Step {
 	return m.steps[m.next-1]
 }
 
-// lastUserText is the newest user message's last text block.
+// AddressedMark is in the header the turn loop puts before a message that
+// addresses the agent ("[#general (g) on chat · alice · addressed to you ·
+// message m1]").
+const AddressedMark = " · addressed to you · "
+
+// lastUserText is what echo repeats of the newest user message: the last
+// text block of its newest addressed message, or of the whole message
+// when it has no headers.
 func lastUserText(msgs []model.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != model.User {
 			continue
 		}
-		for j := len(msgs[i].Content) - 1; j >= 0; j-- {
-			if b := msgs[i].Content[j]; b.Type == model.Text {
-				return b.Text
+		var last, lastAddressed string
+		headers, addressed := false, false
+		for _, b := range msgs[i].Content {
+			switch {
+			case b.Type != model.Text:
+			case isHeader(b.Text):
+				headers, addressed = true, strings.Contains(b.Text, AddressedMark)
+			case strings.HasPrefix(b.Text, "[Channel invitation]"):
+			default:
+				last = b.Text
+				if addressed {
+					lastAddressed = b.Text
+				}
 			}
 		}
-		return ""
+		if headers {
+			return lastAddressed
+		}
+		return last
 	}
 	return ""
+}
+
+// isHeader reports whether text is the turn loop's header of a message.
+func isHeader(text string) bool {
+	return strings.HasPrefix(text, "[") && strings.HasSuffix(text, "]") && !strings.Contains(text, "\n") &&
+		(strings.Contains(text, " · message ") || strings.HasPrefix(text, "[event from "))
 }
 
 // pieces splits text as a stream would deliver it: word by word, spaces

@@ -59,11 +59,26 @@ func TestEcho(t *testing.T) {
 	msgs := []model.Message{
 		user("first"),
 		{Role: model.Assistant, Content: []model.Block{{Type: model.Text, Text: "first"}}},
-		{Role: model.User, Content: []model.Block{{Type: model.Text, Text: "[#general] Ada:"}, {Type: model.Text, Text: "second"}}},
+		{Role: model.User, Content: []model.Block{
+			{Type: model.Text, Text: "[delivered] Your reply was posted to #general (g)."},
+			{Type: model.Text, Text: "[#general (g) on chat · bob" + AddressedMark + "message m2]"},
+			{Type: model.Text, Text: "second"},
+			{Type: model.Text, Text: "[#general (g) on chat · carol · message m3]"},
+			{Type: model.Text, Text: "ambient"},
+		}},
 	}
 	res, err := m.Generate(context.Background(), model.Request{Messages: msgs})
 	if err != nil || res.Text() != "second" || res.Stop != model.EndTurn {
 		t.Errorf("echo = %+v %v", res, err)
+	}
+	// Nothing addressed: silence.
+	ambient := append(msgs[:2:2], model.Message{Role: model.User, Content: msgs[2].Content[3:]})
+	if res, _ := m.Generate(context.Background(), model.Request{Messages: ambient}); len(res.Content) != 0 {
+		t.Errorf("echo of ambient traffic = %+v, want silence", res)
+	}
+	// A message with no headers (inference/request): its last text.
+	if res, _ := m.Generate(context.Background(), model.Request{Messages: msgs[:1]}); res.Text() != "first" {
+		t.Errorf("echo without headers = %+v", res)
 	}
 	toolOnly := append(msgs, model.Message{Role: model.User, Content: []model.Block{{Type: model.ToolResult, Result: &model.Result{CallID: "c1"}}}})
 	if res, _ := m.Generate(context.Background(), model.Request{Messages: toolOnly}); len(res.Content) != 0 {
