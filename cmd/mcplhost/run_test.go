@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/agent"
+)
+
+// The issue's acceptance, as a user runs it: mcplhost run with a scripted
+// agent in the chat room (examples/chatroom, a real subprocess), whose
+// people address the agent in its channel, in one it hasn't joined, and in
+// another; the agent answers, joins the second and declines the third,
+// and its transcript shows each step.
+func TestRunChatroomAgent(t *testing.T) {
+	bin := buildChatroom(t)
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A second between posts: each turn is done long before the next
+	// post, so each post is a turn of its own.
+	room := write("room.script", `+0s #general alice @agent: what did we decide about the release date?
++1s #dev dave @agent: can you review PR 12?
++1s #random carol @agent: tabs or spaces?
+`)
+	write("ada.yaml", `steps:
+  - say: Thursday, as I recall.
+  - call: [{tool: channel_open, args: {channelId: "chatroom:#dev", serverId: room}}]
+  - say: Looking at PR 12 now.
+  - call: [{tool: channel_decline, args: {channelId: "chatroom:#random", serverId: room, messageId: chatroom-3}}]
+  - silent: true
+`)
+	cfg := write("config.yaml", `store: ./host.db
+servers:
+  - id: room
+    command: [`+bin+`, -q, -script, `+room+`]
+agents:
+  - name: ada
+    model: {provider: scripted, script: ./ada.yaml}
+    system: You are Ada, in the team's chat room.
+    allowedTools: all
+`)
+	// The transcript is a FIFO, read as it is written.
+	fifo := filepath.Join(dir, "transcript.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan agent.Event, 100)
+	go func() {
+		defer close(events)
+		f, err := os.Open(fifo)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var ev agent.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "--config", cfg, "--transcript", fifo}, &stdout, &stderr) }()
+
+	var got []agent.Event
+	timeout := time.After(60 * time.Second)
+	for turns := 0; turns < 3; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the transcript ended early:\n%s", stderr.String())
+			}
+			got = append(got, ev)
+			if ev.Event == agent.EventTurnEnd {
+				turns++
+			}
+		case <-timeout:
+			t.Fatalf("3 turns did not end; the transcript has %+v\nstderr:\n%s", got, stderr.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("run ended with %d\n%s", code, stderr.String())
+	}
+	for range events {
+	}
+	turn := func(n int64, kind string) []agent.Event {
+		var out []agent.Event
+		for _, ev := range got {
+			if ev.Turn == n && ev.Event == kind {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	// 1: alice, in #general (open from the start): answered there.
+	if sp := turn(1, agent.EventSpeech); len(sp) != 1 || sp[0].Channel != "chatroom:#general" || sp[0].Outcome != "delivered" || sp[0].Text != "Thursday, as I recall." {
+		t.Errorf("turn 1 speech = %+v", sp)
+	}
+	// 2: dave, in #dev (closed): invited, joins, answers there.
+	if s := turn(2, agent.EventShown); len(s) != 1 || !strings.Contains(s[0].Text, "[Channel invitation] dave addressed you in #dev (chatroom:#dev)") {
+		t.Errorf("turn 2 shown = %+v", s)
+	}
+	if tl := turn(2, agent.EventTool); len(tl) != 1 || tl[0].Tool != "channel_open" || tl[0].Outcome != "ok" {
+		t.Errorf("turn 2 tools = %+v", tl)
+	}
+	if sp := turn(2, agent.EventSpeech); len(sp) != 1 || sp[0].Channel != "chatroom:#dev" || sp[0].Outcome != "delivered" {
+		t.Errorf("turn 2 speech = %+v", sp)
+	}
+	// 3: carol, in #random (closed): invited, declines, says nothing.
+	if tl := turn(3, agent.EventTool); len(tl) != 1 || tl[0].Tool != "channel_decline" || tl[0].Outcome != "ok" || !strings.Contains(tl[0].Text, `"status":"remained closed"`) {
+		t.Errorf("turn 3 tools = %+v", tl)
+	}
+	if sp := turn(3, agent.EventSpeech); len(sp) != 0 {
+		t.Errorf("turn 3 spoke: %+v", sp)
+	}
+	// The store kept the decisions.
+	code, out, errOut := runCLI("channels", "--store", filepath.Join(dir, "host.db"))
+	if code != exitOK || !strings.Contains(out, "chatroom:#dev") || !strings.Contains(out, "invitation-declined") {
+		t.Errorf("channels: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("servers: []\nagents:\n  - name: ada\n    model: {provider: scripted, script: ./missing.yaml}\n"), 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no config", []string{"run"}, exitUsage, "mcplhost run: --config FILE is required"},
+		{"unknown flag", []string{"run", "--nope"}, exitUsage, "mcplhost run: unknown flag --nope"},
+		{"an argument", []string{"run", "x"}, exitUsage, `mcplhost run: unexpected argument "x"`},
+		{"no such config", []string{"run", "--config", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
+		{"an agent that can't start", []string{"run", "--config", bad}, exitFail, "agent ada: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
