@@ -546,3 +546,63 @@ func TestAgentResumesAfterRestart(t *testing.T) {
 		t.Errorf("speech = %+v", sp)
 	}
 }
+
+// The notices of seeds/000 through the host: who reads each.
+func TestAgentReplyNotices(t *testing.T) {
+	sendToB := map[string]string{"ada.yaml": `
+steps:
+  - call: [{tool: chat--send_message, args: {channelId: b, text: over here}}]
+  - silent: true
+`}
+	t.Run("a reply's failed open is told to the agent", func(t *testing.T) {
+		r := newAgentRig(t, scriptConfig, sendToB)
+		r.serverLog(3)
+		r.must("chat--script", `{"channelId":"b","open":"fail"}`)
+		r.incoming("a", "m1", "anyone?")
+		note := r.tr.wait(t, "the reply-open-failed notice", func(ev agent.Event) bool {
+			return ev.Event == agent.EventNotice && strings.HasPrefix(ev.Text, "[channels] Not open")
+		})
+		want := `[channels] Not open: #b (b). Your reply through chat--send_message went out, but opening the channel failed: The "chat" server answered with an error: open of b failed, as scripted. channel_open tries again.`
+		if note.Text != want || note.Agent != "ada" {
+			t.Errorf("notice to %s: %q\nwant %q", note.Agent, note.Text, want)
+		}
+	})
+	t.Run("an agent that can't close the channel, and the primary by name", func(t *testing.T) {
+		r := newAgentRig(t, `
+servers:
+  - id: chat
+    command: SERVER
+    channels: {sendTools: [send_message]}
+agents:
+  - name: ada
+    model: {provider: scripted, echo: true}
+  - name: bob
+    model: {provider: scripted, script: ./ada.yaml}
+    allowedTools: [chat--send_message, channel_list]
+`, sendToB)
+		r.incoming("a", "m1", "anyone?")
+		bob := r.tr.wait(t, "bob's notice", func(ev agent.Event) bool {
+			return ev.Event == agent.EventNotice && ev.Agent == "bob" && strings.HasPrefix(ev.Text, "[channels] Now open")
+		})
+		if want := "[channels] Now open: #b (b) — your own message into the closed channel engaged it. Ongoing traffic from this channel will reach you."; bob.Text != want {
+			t.Errorf("bob read %q\nwant %q", bob.Text, want)
+		}
+		ada := r.tr.wait(t, "the primary's notice", func(ev agent.Event) bool {
+			return ev.Event == agent.EventNotice && ev.Agent == "ada" && strings.HasPrefix(ev.Text, "[channels] Now open")
+		})
+		want := "[channels] Now open: #b (b) — bob's message into the closed channel engaged it. Ongoing traffic from this channel will reach you. If you don't want it, use channel_close — your choice sticks; neither policy nor a later send will silently reopen it."
+		if ada.Text != want {
+			t.Errorf("the primary read %q\nwant %q", ada.Text, want)
+		}
+	})
+	t.Run("a fork replies only at home", func(t *testing.T) {
+		r := newAgentRig(t, forkConfig, sendToB)
+		r.incoming("a", "m1", "anyone?")
+		r.tr.turnEnd(t, "ada@chat/a", 1)
+		tools := find(r.tr.turn("ada@chat/a", 1), agent.EventTool)
+		want := "This conversation is bound to channel a; posting with chat--send_message to b is not allowed."
+		if len(tools) != 1 || tools[0].Text != want || tools[0].Outcome != "refused" {
+			t.Errorf("tools = %+v", tools)
+		}
+	})
+}

@@ -216,6 +216,7 @@ func (h *Host) callTool(ctx context.Context, who channels.Caller, name string, a
 		return res, &ToolError{Text: text, Outcome: OutcomeToolError, Server: id, Result: &res}
 	}
 	// A send tool that posted into a closed channel opens it.
+	who.Tool = name
 	h.channels.AfterToolCall(id, tool, args, res, who)
 	return res, nil
 }

@@ -80,7 +80,7 @@ func (t *turn) callTool(c model.ToolCall) model.Block {
 	}
 	args := c.Args
 	if r.fork {
-		refusal, guarded := forkGuard(r.home.channel, c.Name, args)
+		refusal, guarded := forkGuard(r.home.channel, c.Name, r.rt.opts.Env.Silences(c.Name), args)
 		if refusal != "" {
 			return answer(refusal, "refused")
 		}

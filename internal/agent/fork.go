@@ -10,8 +10,11 @@ import (
 // A conversation fork (config conversations: per-channel) is an agent
 // bound to one channel, its home. Before a fork's channel tool call
 // reaches the registry, forkGuard holds it to its home: channel_open is
-// refused outright; channel_publish and channel_close default a missing
-// channelId to home and refuse any other.
+// refused outright; channel_publish, channel_close and the configured send
+// tools (send: a server's tool that posts into the channel its channelId
+// names) default a missing channelId to home and refuse any other. A
+// fork's reply elsewhere would open a channel whose traffic goes to that
+// channel's own fork, never to it.
 
 // textForkOpen is a fork's channel_open (seeds/002, verbatim).
 func textForkOpen(home string) string {
@@ -24,17 +27,17 @@ func textForkElsewhere(home, verb, channel string) string {
 	return fmt.Sprintf("This conversation is bound to channel %s; %s %s is not allowed.", home, verb, channel)
 }
 
-// forkGuard checks a fork's channel tool call: refusal, when not "", is
-// what the fork reads and the call doesn't run; else args are what the
-// registry gets (a missing channelId filled with home).
-func forkGuard(home, tool string, args json.RawMessage) (refusal string, out json.RawMessage) {
+// forkGuard checks a fork's channel tool or send tool call: refusal, when
+// not "", is what the fork reads and the call doesn't run; else args are
+// what the tool gets (a missing channelId filled with home).
+func forkGuard(home, tool string, send bool, args json.RawMessage) (refusal string, out json.RawMessage) {
 	if home == "" {
 		return "", args
 	}
-	switch tool {
-	case channels.ToolOpen:
+	switch {
+	case tool == channels.ToolOpen:
 		return textForkOpen(home), nil
-	case channels.ToolPublish, channels.ToolClose:
+	case tool == channels.ToolPublish, tool == channels.ToolClose, send:
 	default:
 		return "", args
 	}
@@ -53,8 +56,11 @@ func forkGuard(home, tool string, args json.RawMessage) (refusal string, out jso
 		a["channelId"], _ = json.Marshal(home)
 	case id != home:
 		verb := "publishing to"
-		if tool == channels.ToolClose {
+		switch {
+		case tool == channels.ToolClose:
 			verb = "closing"
+		case send && tool != channels.ToolPublish:
+			verb = "posting with " + tool + " to"
 		}
 		return textForkElsewhere(home, verb, id), nil
 	}

@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -288,7 +289,7 @@ func (r *Registry) AfterToolCall(server, tool string, args json.RawMessage, res 
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		r.openIfClosed(r.ctx, c, SourceOpenedByReply, caller{agent: who.Agent, tool: tool, label: label})
+		r.openIfClosed(r.ctx, c, SourceOpenedByReply, caller{agent: who.Agent, tool: cmp.Or(who.Tool, tool), label: label})
 	}()
 }
 

@@ -56,6 +56,10 @@ func Tools() []protocol.Tool {
 type Caller struct {
 	// Agent names the calling agent ("" for the primary).
 	Agent string
+	// Tool is the send tool's name as the agent called it (with its
+	// server's prefix), for the notices about it; "" names it as its
+	// server does.
+	Tool string
 }
 
 // CallTool runs a channel tool with JSON arguments (an object).
