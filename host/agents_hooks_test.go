@@ -154,3 +154,26 @@ func TestServerInitiatedInference(t *testing.T) {
 		t.Errorf("the hook's inference was not refused: %s", body)
 	}
 }
+
+// A restarted host resumes the conversation: the model is sent what the
+// agent saw and said before.
+func TestAgentHistoryAcrossRestart(t *testing.T) {
+	api := fakeapi.NewAnthropic(t, fakeapi.Reply{Text: "first answer"}, fakeapi.Reply{Text: "second answer"})
+	r := newAgentRig(t, hosted("anthropic", api.URL), nil)
+	r.incoming("a", "m1", "remember the word pelican", "chat:mention")
+	r.tr.turnEnd(t, "ada", 1)
+	r.stop()
+	r.start()
+	r.incoming("a", "m2", "what was the word?", "chat:mention")
+	r.tr.turnEnd(t, "ada", 2)
+	reqs := api.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	body := string(reqs[1])
+	for _, want := range []string{"remember the word pelican", "first answer", "[delivered] Your reply was posted to #a (a).", "what was the word?"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the second request lacks %q: %s", want, body)
+		}
+	}
+}
