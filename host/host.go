@@ -32,8 +32,17 @@
 // in Options.Store, each decision durable before it takes effect; the
 // channel tools (channel_list, channel_open, channel_close,
 // channel_decline, channel_publish) are the host's own, called through
-// CallTool like any other. The JSON-RPC peer, the transports and the
-// per-connection session it is built on are internal (docs/api.md).
+// CallTool like any other.
+//
+// The configuration's agents (docs/agents.md) run from Start to Close:
+// inbound traffic wakes them, they think with their models, call tools
+// through the same path, and speak into channels; their turns go to the
+// store and to Options.Transcript. While they run, the host also serves
+// push events, context hooks, the inference lifecycle, model/info, and
+// the inference/request its routes allow.
+//
+// The JSON-RPC peer, the transports and the per-connection session it is
+// built on are internal (docs/api.md).
 package host
 
 import (
@@ -192,8 +201,8 @@ func New(opts Options) (*Host, error) {
 // logged (with reconnect on, its session keeps trying in the background)
 // while the others come up. Settled is closed once every one of these
 // connects has finished, either way. Start fails, connecting nothing, when
-// an agent can't start (its script file can't be read, say), and when it
-// was called before.
+// an agent can't start (its script file can't be read, say), and when
+// agents were started before.
 func (h *Host) Start(cfg *config.Config) error {
 	set, err := h.startAgents(cfg)
 	if err != nil {
@@ -568,8 +577,9 @@ func (h *Host) goBackground(f func()) bool {
 }
 
 // serveInbound answers what a server sends that the session passes on:
-// its channel methods (the session admitted them against the grant current
-// at receipt) and tools/list_changed.
+// its channel methods, inference/request and model/info (the session
+// admitted them against the grant current at receipt) and
+// tools/list_changed.
 func (h *Host) serveInbound(ctx context.Context, srv *server, req *wire.Request) (any, error) {
 	if res, err, ok := h.channels.Serve(ctx, srv.cfg.ID, req); ok {
 		return res, err

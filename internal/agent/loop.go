@@ -167,11 +167,10 @@ type turn struct {
 	index int64 // 1-based
 	last  int64 // the inbox position consumed once recorded
 
-	msgs     []model.Message // this turn's messages, recorded at its end
-	pending  []model.Block   // notices and outcomes not yet in msgs
-	events   []Event         // the transcript's, kept in the store too
-	locus    *forkKey        // where speech goes; nil: nowhere
-	inferred int             // model calls so far
+	msgs    []model.Message // this turn's messages, recorded at its end
+	pending []model.Block   // notices and outcomes not yet in msgs
+	events  []Event         // the transcript's, kept in the store too
+	locus   *forkKey        // where speech goes; nil: nowhere
 
 	omu      sync.Mutex
 	outcomes map[string]string // failed tool calls' outcomes, by call id
@@ -343,7 +342,6 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 		msgs = inject(msgs, before, after)
 		life = h.Start(inf)
 	}
-	t.inferred++
 	resp, err := r.spec.Model.Generate(t.ctx, model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens})
 	if life != nil {
 		switch {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
@@ -233,13 +234,10 @@ func cursorName(conversation string) string { return "agent/" + conversation }
 
 const forkMark = "@"
 
+// isForkCursor reports whether a cursor is a fork's: agent names can't
+// hold forkMark.
 func isForkCursor(name string) bool {
-	for i := len("agent/"); i < len(name); i++ {
-		if name[i] == '@' {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(name, "agent/") && strings.Contains(name, forkMark)
 }
 
 // forkName names the fork of primary for a channel.
