@@ -290,8 +290,20 @@ func (t *turn) think(userText *string) string {
 			t.msgs = append(t.msgs, model.Message{Role: model.Assistant, Content: resp.Content})
 		}
 		calls := resp.Calls()
-		if text := strings.TrimSpace(resp.Text()); text != "" && !t.silenced(calls) {
-			t.speak(text)
+		var results []model.Block
+		if len(calls) > 0 {
+			results = t.callTools(calls)
+			t.appendUser(results...)
+		}
+		// The prose goes after the calls: a post by one of them stands
+		// for it.
+		if text := strings.TrimSpace(resp.Text()); text != "" {
+			if tool := t.postedBy(calls, results); tool != "" {
+				t.event(Event{Event: EventSpeech, Outcome: "withheld", Tool: tool, Text: text})
+				t.note(textWithheld(tool))
+			} else {
+				t.speak(text)
+			}
 		}
 		switch {
 		case len(calls) == 0 && resp.Stop == model.MaxTokens:
@@ -304,8 +316,6 @@ func (t *turn) think(userText *string) string {
 			t.flushNotices()
 			return "end_turn"
 		}
-		results := t.callTools(calls)
-		t.appendUser(results...)
 		if round+1 >= r.rt.opts.MaxRounds {
 			t.note(textMaxRounds(r.rt.opts.MaxRounds))
 			t.flushNotices()
@@ -318,14 +328,15 @@ func (t *turn) think(userText *string) string {
 	}
 }
 
-// silenced reports whether calls post into a channel themselves.
-func (t *turn) silenced(calls []model.ToolCall) bool {
-	for _, c := range calls {
-		if t.r.rt.opts.Env.Silences(c.Name) {
-			return true
+// postedBy names the first of calls that posted into a channel itself
+// (channel_publish, a send tool) and succeeded; "" for none.
+func (t *turn) postedBy(calls []model.ToolCall, results []model.Block) string {
+	for i, c := range calls {
+		if t.r.rt.opts.Env.Silences(c.Name) && !results[i].Result.IsError {
+			return c.Name
 		}
 	}
-	return false
+	return ""
 }
 
 // infer makes one model call, with the hooks around it.

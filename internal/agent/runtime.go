@@ -328,36 +328,49 @@ func (rt *Runtime) route(m store.Message) {
 		}
 		return
 	}
-	// Per-channel: the agents pass it (it is not theirs), the channel's
-	// fork reads it.
+	// Per-channel: the channel's fork reads it, the agents pass it (it
+	// is not theirs). The fork is made first, its starting place
+	// recorded, so that the agents passing it can't leave it behind at
+	// the next start.
+	k := forkKey{m.Server, m.Channel}
+	f := rt.forks[k]
+	if f == nil && vis {
+		f = rt.fork(k, m)
+	}
+	if f != nil {
+		f.enqueue(m)
+	}
 	for _, r := range rt.agents {
 		r.enqueue(m)
 	}
-	k := forkKey{m.Server, m.Channel}
-	f := rt.forks[k]
-	if f == nil {
-		if !vis {
-			return
+}
+
+// fork makes the fork of channel k, whose first message is m, and starts
+// it; nil when it can't be made (the error is logged, and the message is
+// not shown).
+func (rt *Runtime) fork(k forkKey, m store.Message) *runner {
+	name := forkName(rt.agents[0].name, k)
+	c, ok := rt.cursors[cursorName(name)]
+	if !ok {
+		c = m.Seq - 1
+		if _, err := rt.opts.Store.Record(rt.ctx, nil, map[string]int64{cursorName(name): c}); err != nil {
+			rt.log.Error("a conversation fork could not record its starting place, so it was not made; its channel's message is not shown", "fork", name, "error", err.Error())
+			return nil
 		}
-		name := forkName(rt.agents[0].name, k)
-		c, ok := rt.cursors[cursorName(name)]
-		if !ok {
-			c = m.Seq - 1
-		}
-		p := rt.agents[0].spec
-		p.Name = name
-		var err error
-		f, err = rt.newRunner(rt.ctx, p, name, k, c)
-		if err != nil {
-			rt.log.Error("a conversation fork could not start; its channel's messages wait for the next start", "fork", name, "error", err.Error())
-			return
-		}
-		rt.forks[k] = f
-		if !rt.closed {
-			rt.run(f)
-		}
+		rt.cursors[cursorName(name)] = c
 	}
-	f.enqueue(m)
+	p := rt.agents[0].spec
+	p.Name = name
+	f, err := rt.newRunner(rt.ctx, p, name, k, c)
+	if err != nil {
+		rt.log.Error("a conversation fork could not start; its channel's message is not shown", "fork", name, "error", err.Error())
+		return nil
+	}
+	rt.forks[k] = f
+	if !rt.closed {
+		rt.run(f)
+	}
+	return f
 }
 
 // visible reports whether a channel message would be shown: its channel

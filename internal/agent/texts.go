@@ -114,6 +114,11 @@ func textSpeechOutcome(out channels.PublishOutcome) string {
 	return "[not delivered] Your reply: " + out.Text
 }
 
+// textWithheld: prose beside a call that posted.
+func textWithheld(tool string) string {
+	return fmt.Sprintf("[not posted] Your plain text beside your %s call was not posted: that call's post stands for it, so nothing was sent twice.", tool)
+}
+
 // textNoLocus: prose in a turn no channel message woke.
 func textNoLocus(canPublish bool) string {
 	s := "[not delivered] Your reply went nowhere: this turn wasn't woken by a channel message, so your plain text has no channel to go to. It is kept in this conversation only."
