@@ -257,14 +257,7 @@ func (rt *Runtime) Wake() {
 // never wakes them: each reads it before its next model call, or at the
 // start of its next turn.
 func (rt *Runtime) Notice(n channels.Notice) {
-	rt.mu.Lock()
-	readers := map[string]Reader{}
-	for name, r := range rt.byName {
-		readers[name] = r.reader()
-	}
-	primary := rt.agents[0].name
-	rt.mu.Unlock()
-	for _, d := range Route(n, readers, primary) {
+	for _, d := range Route(n, rt.Readers(), rt.agents[0].name) {
 		rt.mu.Lock()
 		r := rt.byName[d.To]
 		rt.mu.Unlock()
