@@ -40,16 +40,13 @@ func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
 	set := &agentSet{models: map[string]model.Model{}, cfg: cfg}
 	var specs []agent.Spec
 	for _, a := range cfg.Agents {
-		maxTokens := a.MaxTokens
-		if maxTokens == 0 {
-			maxTokens = config.DefaultMaxTokens
-		}
-		m, err := provider.New(a.Model, maxTokens, h.lookup)
+		a = a.WithDefaults()
+		m, err := provider.New(a.Model, a.MaxTokens, h.lookup)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 		set.models[a.Name] = m
-		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: maxTokens})
+		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: a.MaxTokens})
 	}
 	rt, err := agent.Start(agent.Options{
 		Store:      h.store,
@@ -104,16 +101,16 @@ func (e agentEnv) CallTool(ctx context.Context, who, name string, args json.RawM
 	return agent.ToolAnswer{Content: agent.Parts(e.View(id, content.ProvenanceToolResult, res.Content)), Outcome: "ok"}
 }
 
-func (e agentEnv) Silences(name string) bool {
+func (e agentEnv) Posts(name string) (string, bool) {
 	if name == channels.ToolPublish {
-		return true
+		return "", true
 	}
 	h := e.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id, tool, ok := h.resolveLocked(name)
 	srv := h.servers[id]
-	return ok && srv != nil && slices.Contains(srv.cfg.Channels.SendTools, tool)
+	return id, ok && srv != nil && slices.Contains(srv.cfg.Channels.SendTools, tool)
 }
 
 func (e agentEnv) Channel(server, id string) (channels.ListedChannel, bool) {

@@ -104,11 +104,15 @@ func (h *Host) serveInference(srv *server, req *wire.Request) (any, error) {
 	if sess == nil || req.IsNotification() {
 		return nil, nil
 	}
+	// Read as it arrives, on the connection's dispatch goroutine: the
+	// grant, and whether a hook to this server is in flight (the hook's
+	// answer may overtake the serving goroutine).
+	id, g, inHook := srv.cfg.ID, sess.Grant(), h.hooks.InHook(srv.cfg.ID)
 	release, reply := req.Hold(), req.Defer()
 	notify := func(method string, params any) error { return sess.Notify(h.ctx, method, params) }
 	if !h.goBackground(func() {
 		defer release()
-		reply(h.infer.Serve(h.ctx, srv.cfg.ID, sess.Grant(), req.ID(), req.Params, notify))
+		reply(h.infer.ServeReceived(h.ctx, id, g, inHook, req.ID(), req.Params, notify))
 	}) {
 		release()
 		reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so no model was asked: ask again later"})

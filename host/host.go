@@ -189,7 +189,7 @@ func New(opts Options) (*Host, error) {
 	}
 	h.channels = reg
 	h.hooks = hooks.New(hooks.Options{Logger: log})
-	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference, InHook: h.hooks.InHook})
+	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference})
 	h.refs = content.NewRefs(0)
 	h.fetcher = fetchref.New(fetchref.Options{Refs: h.refs, Server: h.fetchServer, Dir: opts.RefsDir, Logger: log})
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -531,8 +531,10 @@ func (h *Host) Close() error {
 	h.servers = map[string]*server{}
 	set := h.agents
 	h.mu.Unlock()
-	// The agents stop first: a turn in flight is cut short and recorded,
-	// while the servers it speaks to are still there.
+	// The agents stop first: a turn in flight is cut short (its calls to
+	// the servers, already out of the registry, fail) and recorded if it
+	// did anything; what the lifecycle drain below tells them is recorded
+	// for their next start.
 	if set != nil {
 		set.rt.Close()
 	}

@@ -3,6 +3,7 @@
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
 //	mcplhost check --config FILE                  validate a configuration file
+//	mcplhost run --config FILE [--transcript FILE]   run the agents and servers until a signal
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/model/fakeapi"
 )
 
 // The issue's acceptance, as a user runs it: mcplhost run with a scripted
@@ -22,6 +23,35 @@ import (
 // and its transcript shows each step.
 func TestRunChatroomAgent(t *testing.T) {
 	bin := buildChatroom(t)
+	t.Run("scripted", func(t *testing.T) {
+		runChatroomAgent(t, bin, "{provider: scripted, script: ./ada.yaml}")
+	})
+	// The issue's second acceptance item: the same configuration on the
+	// hosted providers, given a key and a base URL, here local servers
+	// speaking their wire formats and answering as the script does.
+	replies := []fakeapi.Reply{
+		{Text: "Thursday, as I recall."},
+		{Calls: []fakeapi.Call{{Name: "channel_open", Args: `{"channelId":"chatroom:#dev","serverId":"room"}`}}},
+		{Text: "Looking at PR 12 now."},
+		{Calls: []fakeapi.Call{{Name: "channel_decline", Args: `{"channelId":"chatroom:#random","serverId":"room","messageId":"chatroom-3"}`}}},
+	}
+	t.Setenv("TEST_MODEL_KEY", "test-key")
+	for _, tc := range []struct {
+		provider string
+		fake     func(testing.TB, ...fakeapi.Reply) *fakeapi.Server
+	}{{"anthropic", fakeapi.NewAnthropic}, {"openai", fakeapi.NewOpenAI}} {
+		t.Run(tc.provider, func(t *testing.T) {
+			api := tc.fake(t, replies...)
+			runChatroomAgent(t, bin, "{provider: "+tc.provider+", model: m, baseURL: "+api.URL+", apiKeyEnv: TEST_MODEL_KEY}")
+			if n := len(api.Requests()); n != 5 {
+				t.Errorf("the model was asked %d times, want 5 (one in the first turn, two in each other)", n)
+			}
+		})
+	}
+}
+
+// runChatroomAgent runs the scenario with ada on model (a YAML mapping).
+func runChatroomAgent(t *testing.T, bin, model string) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -49,7 +79,7 @@ servers:
     command: [`+bin+`, -q, -script, `+room+`]
 agents:
   - name: ada
-    model: {provider: scripted, script: ./ada.yaml}
+    model: `+model+`
     system: You are Ada, in the team's chat room.
     allowedTools: all
 `)

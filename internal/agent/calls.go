@@ -80,12 +80,14 @@ func (t *turn) callTool(c model.ToolCall) model.Block {
 	}
 	args := c.Args
 	if r.fork {
-		refusal, guarded := forkGuard(r.home.channel, c.Name, r.rt.opts.Env.Silences(c.Name), args)
+		server, posts := r.rt.opts.Env.Posts(c.Name)
+		refusal, guarded := forkGuard(r.home, c.Name, server, posts, args)
 		if refusal != "" {
 			return answer(refusal, "refused")
 		}
 		args = guarded
 	}
+	t.acted.Store(true)
 	a := r.rt.opts.Env.CallTool(t.ctx, r.name, c.Name, args)
 	if a.IsError {
 		t.setOutcome(c.ID, a.Outcome)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -29,15 +30,18 @@ func textForkElsewhere(home, verb, channel string) string {
 
 // forkGuard checks a fork's channel tool or send tool call: refusal, when
 // not "", is what the fork reads and the call doesn't run; else args are
-// what the tool gets (a missing channelId filled with home).
-func forkGuard(home, tool string, send bool, args json.RawMessage) (refusal string, out json.RawMessage) {
-	if home == "" {
+// what the tool gets. A channel tool's missing channelId and serverId are
+// filled with home's; a send tool (send, posting on toolServer) must be
+// one of home's server, and its missing channelId is filled with home's.
+func forkGuard(home forkKey, tool, toolServer string, send bool, args json.RawMessage) (refusal string, out json.RawMessage) {
+	if home == (forkKey{}) {
 		return "", args
 	}
+	channelTool := tool == channels.ToolPublish || tool == channels.ToolClose
 	switch {
 	case tool == channels.ToolOpen:
-		return textForkOpen(home), nil
-	case tool == channels.ToolPublish, tool == channels.ToolClose, send:
+		return textForkOpen(home.channel), nil
+	case channelTool, send:
 	default:
 		return "", args
 	}
@@ -45,25 +49,44 @@ func forkGuard(home, tool string, send bool, args json.RawMessage) (refusal stri
 	if json.Unmarshal(args, &a) != nil || a == nil {
 		a = map[string]json.RawMessage{}
 	}
-	var id string
-	if v, ok := a["channelId"]; ok && string(v) != "null" {
-		if json.Unmarshal(v, &id) != nil {
-			id = string(v)
-		}
+	id, server := stringArg(a, "channelId"), toolServer
+	if channelTool {
+		server = stringArg(a, "serverId")
 	}
-	switch {
-	case id == "":
-		a["channelId"], _ = json.Marshal(home)
-	case id != home:
+	if (id != "" && id != home.channel) || (server != "" && server != home.server) {
 		verb := "publishing to"
 		switch {
 		case tool == channels.ToolClose:
 			verb = "closing"
-		case send && tool != channels.ToolPublish:
+		case !channelTool:
 			verb = "posting with " + tool + " to"
 		}
-		return textForkElsewhere(home, verb, id), nil
+		target := cmp.Or(id, home.channel)
+		if server != "" && server != home.server {
+			target += " on " + server
+		}
+		return textForkElsewhere(home.channel, verb, target), nil
+	}
+	if id == "" {
+		a["channelId"], _ = json.Marshal(home.channel)
+	}
+	if channelTool && server == "" {
+		a["serverId"], _ = json.Marshal(home.server)
 	}
 	out, _ = json.Marshal(a)
 	return "", out
+}
+
+// stringArg reads an argument that should be a string; one that isn't is
+// read as its JSON text, so that it is never taken for the home's.
+func stringArg(a map[string]json.RawMessage, key string) string {
+	v, ok := a[key]
+	if !ok || string(v) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return string(v)
+	}
+	return s
 }

@@ -97,10 +97,10 @@ func (e *fakeEnv) CallTool(ctx context.Context, agent, name string, args json.Ra
 	return a
 }
 
-func (e *fakeEnv) Silences(tool string) bool {
+func (e *fakeEnv) Posts(tool string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.silences[tool]
+	return group(tool), e.silences[tool]
 }
 
 func (e *fakeEnv) Channel(server, id string) (channels.ListedChannel, bool) {

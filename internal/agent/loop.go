@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
@@ -31,6 +33,9 @@ type runner struct {
 	mu      sync.Mutex
 	queue   []store.Message
 	notices []string
+	done    bool // its loop has ended: notices are recorded as they come
+
+	late sync.Mutex // serializes the records made after the loop ended
 
 	// The loop's own, not shared:
 	cursor  int64           // the inbox position recorded as consumed
@@ -43,14 +48,15 @@ func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home fork
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
-	rt.byName[name] = r
 	return r, nil
 }
 
 func (r *runner) reader() Reader {
 	rd := Reader{Name: r.name, Allowed: r.spec.Allowed}
 	if r.fork {
-		rd.Home = r.home.channel
+		rd.Home, rd.HomeServer = r.home.channel, r.home.server
+	} else {
+		rd.Forked = r.rt.opts.PerChannel
 	}
 	return rd
 }
@@ -74,11 +80,42 @@ func (r *runner) enqueue(m store.Message) {
 }
 
 // notice gives the runner a notice to read; it doesn't wake it to think.
+// Once its loop has ended (the host is stopping), the notice is recorded
+// at once, so that the agent reads it at the next start.
 func (r *runner) notice(text string) {
 	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		r.recordLate([]string{text})
+		return
+	}
 	r.notices = append(r.notices, text)
 	r.mu.Unlock()
 	r.poke()
+}
+
+// finish ends the runner's loop: the notices it hasn't read are recorded.
+func (r *runner) finish() {
+	r.mu.Lock()
+	r.done = true
+	pending := r.notices
+	r.notices = nil
+	r.mu.Unlock()
+	r.recordLate(pending)
+}
+
+// recordLate records notices after the loop ended.
+func (r *runner) recordLate(texts []string) {
+	if len(texts) == 0 {
+		return
+	}
+	r.late.Lock()
+	defer r.late.Unlock()
+	t := r.newTurn(context.Background(), r.cursor)
+	t.index = r.turns
+	t.addNotices(texts)
+	t.flushNotices()
+	t.record("")
 }
 
 func (r *runner) takeNotices() []string {
@@ -99,6 +136,7 @@ func (r *runner) takeBatch() []store.Message {
 }
 
 func (r *runner) loop(ctx context.Context) {
+	defer r.finish()
 	for {
 		select {
 		case <-ctx.Done():
@@ -153,8 +191,8 @@ func (r *runner) show(m store.Message) (item, bool) {
 		return item{}, false // its fork's
 	}
 	ch, known := r.rt.opts.Env.Channel(m.Server, m.Channel)
-	open := known && ch.Desired == string(store.Open)
-	if !open && !addressed(m.Tags) {
+	shown, open := shows(m, ch, known)
+	if !shown {
 		return item{}, false
 	}
 	return r.rt.renderMessage(m, ch, open, r.reader()), true
@@ -171,6 +209,9 @@ type turn struct {
 	pending []model.Block   // notices and outcomes not yet in msgs
 	events  []Event         // the transcript's, kept in the store too
 	locus   *forkKey        // where speech goes; nil: nowhere
+	// acted: a tool was called or prose was posted, so the turn has had
+	// an effect and is recorded even when cut short.
+	acted atomic.Bool
 
 	omu      sync.Mutex
 	outcomes map[string]string // failed tool calls' outcomes, by call id
@@ -248,13 +289,22 @@ func (t *turn) run(items []item, notices []string) {
 	t.flushNotices()
 	var shown []model.Block
 	for _, it := range items {
-		shown = append(shown, it.blocks...)
+		shown = append(shown, it.shown(t.locus)...)
 	}
 	t.appendUser(shown...)
 	userText := blocksText(shown)
 	t.event(Event{Event: EventShown, Text: userText})
 	reason := t.think(&userText)
 	t.event(Event{Event: EventTurnEnd, Reason: reason})
+	if reason == "aborted" && !t.acted.Load() {
+		// Cut short before it did anything: not recorded, so its
+		// messages are shown again at the next start, and its notices
+		// go back to be recorded with the runner's others.
+		t.r.mu.Lock()
+		t.r.notices = append(slices.Clone(notices), t.r.notices...)
+		t.r.mu.Unlock()
+		return
+	}
 	t.record(reason)
 }
 
@@ -275,6 +325,9 @@ func (t *turn) think(userText *string) string {
 	r := t.r
 	tools := r.tools()
 	for round := 0; ; round++ {
+		if round > 0 && t.ctx.Err() != nil {
+			return "aborted"
+		}
 		resp, err := t.infer(tools, userText)
 		userText = nil
 		if err != nil {
@@ -332,7 +385,7 @@ func (t *turn) think(userText *string) string {
 // (channel_publish, a send tool) and succeeded; "" for none.
 func (t *turn) postedBy(calls []model.ToolCall, results []model.Block) string {
 	for i, c := range calls {
-		if t.r.rt.opts.Env.Silences(c.Name) && !results[i].Result.IsError {
+		if _, posts := t.r.rt.opts.Env.Posts(c.Name); posts && !results[i].Result.IsError {
 			return c.Name
 		}
 	}
@@ -384,6 +437,7 @@ func (t *turn) speak(text string) {
 		t.note(textNoLocus(r.reader().allowed(channels.ToolPublish) && !r.fork))
 		return
 	}
+	t.acted.Store(true)
 	out := r.rt.opts.Env.Publish(t.ctx, r.name, t.locus.server, t.locus.channel, text)
 	t.event(Event{Event: EventSpeech, Server: t.locus.server, Channel: t.locus.channel, Outcome: out.Status, Text: text})
 	t.note(textSpeechOutcome(out))

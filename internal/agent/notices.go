@@ -19,8 +19,12 @@ import (
 // Reader is an agent as the notice rules see it.
 type Reader struct {
 	Name string
-	// Home is a fork's home channel; "" for an agent of its own.
-	Home string
+	// Home and HomeServer are a fork's home channel and its server; ""
+	// for an agent of its own.
+	Home, HomeServer string
+	// Forked: channel traffic goes to forks, not to this agent (the
+	// agents of conversations: per-channel).
+	Forked bool
 	// Ended: the agent is gone (a fork that was disposed of).
 	Ended bool
 	// Allowed reports whether the agent may call a tool (allowedTools);
@@ -34,10 +38,10 @@ func (r Reader) allowed(tool string) bool { return r.Allowed == nil || r.Allowed
 // can't, whatever its tools.
 func (r Reader) CanOpen() bool { return r.Home == "" && r.allowed(channels.ToolOpen) }
 
-// CanClose reports whether the reader can call channel_close for
+// CanClose reports whether the reader can call channel_close for server's
 // channel: a fork only for its home.
-func (r Reader) CanClose(channel string) bool {
-	return r.allowed(channels.ToolClose) && (r.Home == "" || r.Home == channel)
+func (r Reader) CanClose(server, channel string) bool {
+	return r.allowed(channels.ToolClose) && (r.Home == "" || (r.Home == channel && (r.HomeServer == "" || r.HomeServer == server)))
 }
 
 // Delivery is a notice for one agent to read.
@@ -76,7 +80,7 @@ func routeOpened(n channels.Notice, reader Reader, ok bool, p Reader, hasPrimary
 	if !hasPrimary || (readerTold && reader.Name == p.Name) {
 		return out
 	}
-	if !readerTold || (!closesAll(reader, n.Channels) && closesAll(p, n.Channels)) {
+	if !readerTold || (!closesAll(reader, n) && closesAll(p, n)) {
 		out = append(out, Delivery{To: p.Name, Text: textOpened(n, agentName(n, reader), p)})
 	}
 	return out
@@ -102,7 +106,7 @@ func routeReplyFailed(n channels.Notice, reader Reader, ok bool, p Reader, hasPr
 	switch {
 	case !readerTold:
 		out = append(out, Delivery{To: p.Name, Text: textReplyFailed(n, agentName(n, reader), p)})
-	case !reader.CanClose(ch) && p.CanClose(ch):
+	case !reader.CanClose(n.Server, ch) && p.CanClose(n.Server, ch):
 		out = append(out, Delivery{To: p.Name, Text: textReplyFailed(n, agentName(n, reader), p)})
 	}
 	return out
@@ -122,9 +126,9 @@ func channelOf(n channels.Notice) string {
 	return n.Channels[0].ID
 }
 
-func closesAll(r Reader, chs []channels.ChannelRef) bool {
-	for _, c := range chs {
-		if !r.CanClose(c.ID) {
+func closesAll(r Reader, n channels.Notice) bool {
+	for _, c := range n.Channels {
+		if !r.CanClose(n.Server, c.ID) {
 			return false
 		}
 	}

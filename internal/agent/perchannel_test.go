@@ -167,7 +167,7 @@ func TestForkTools(t *testing.T) {
 			t.Errorf("results (-want +got):\n%s", diff)
 		}
 		_, _, calls, _ := h.env.snapshot()
-		if len(calls) != 1 || calls[0].Name != channels.ToolPublish || calls[0].Agent != forkGeneral || string(calls[0].Args) != `{"channelId":"general"}` {
+		if len(calls) != 1 || calls[0].Name != channels.ToolPublish || calls[0].Agent != forkGeneral || string(calls[0].Args) != `{"channelId":"general","serverId":"chat"}` {
 			t.Errorf("env calls %+v; want the publish only, held to home", calls)
 		}
 		if evs := h.rec.of(forkGeneral, EventTool); len(evs) != 2 || evs[0].Outcome != "refused" {

@@ -19,10 +19,24 @@ import (
 
 // item is one inbox message as an agent is shown it.
 type item struct {
-	blocks    []model.Block
+	blocks    []model.Block // its header, then its content
 	wake      Wake
 	locus     *forkKey // the channel a reply goes to; nil for a push event
 	addressed bool
+	// invite is the invitation's words, for an addressed message from a
+	// channel that isn't open: rendered once the turn's locus is known.
+	invite func(here bool) string
+}
+
+// shown is what the agent is shown of the item, in a turn whose prose
+// goes to locus.
+func (it item) shown(locus *forkKey) []model.Block {
+	if it.invite == nil {
+		return it.blocks
+	}
+	here := locus != nil && it.locus != nil && *locus == *it.locus
+	out := append([]model.Block{it.blocks[0], {Type: model.Text, Text: it.invite(here)}}, it.blocks[1:]...)
+	return out
 }
 
 // body is what the agent layer reads of a message as its server sent it.
@@ -35,6 +49,7 @@ type body struct {
 }
 
 func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, open bool, rd Reader) item {
+	var it item
 	var b body
 	json.Unmarshal(m.Body, &b)
 	author := authorName(b.Author)
@@ -52,16 +67,16 @@ func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, ope
 	head += content.Clean(m.MessageID) + "]"
 	blocks := []model.Block{{Type: model.Text, Text: head}}
 	if isAddressed && !open {
-		blocks = append(blocks, model.Block{Type: model.Text, Text: textInvitation(author, where, m.Server, m.Channel, m.MessageID, rd)})
+		it.invite = func(here bool) string {
+			return textInvitation(author, where, m.Server, m.Channel, m.MessageID, here, rd)
+		}
 	}
 	raw, _ := content.Blocks(b.Content)
-	blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw))...)
-	return item{
-		blocks:    blocks,
-		wake:      Wake{Kind: "channel", Server: m.Server, Channel: m.Channel, MessageID: m.MessageID},
-		locus:     &forkKey{m.Server, m.Channel},
-		addressed: isAddressed,
-	}
+	it.blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw))...)
+	it.wake = Wake{Kind: "channel", Server: m.Server, Channel: m.Channel, MessageID: m.MessageID}
+	it.locus = &forkKey{m.Server, m.Channel}
+	it.addressed = isAddressed
+	return it
 }
 
 func (rt *Runtime) renderPush(m store.Message) item {

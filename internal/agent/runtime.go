@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,7 +38,9 @@ import (
 //
 // An agent that starts with no cursor in the store starts at the inbox's
 // end: it doesn't read what arrived before it existed. A fork starts at the
-// message that made it.
+// message that made it, its cursor recorded then; at a later start every
+// fork with a cursor is made again at once, so that it goes on consuming
+// its channel's traffic, shown or not, from where it stopped.
 
 // Spec is one configured agent.
 type Spec struct {
@@ -63,10 +66,11 @@ type Env interface {
 	Tools() []model.Tool
 	// CallTool runs a tool as agent.
 	CallTool(ctx context.Context, agent, name string, args json.RawMessage) ToolAnswer
-	// Silences reports whether a call of the tool posts into a channel
+	// Posts reports whether a call of the tool posts into a channel
 	// itself (channel_publish, a send tool), so that the same response's
-	// prose is not also posted.
-	Silences(tool string) bool
+	// prose is not also posted, and the server a send tool posts on (""
+	// for channel_publish, which names its server in its arguments).
+	Posts(tool string) (server string, posts bool)
 	// Channel describes a channel; ok is false for one the host doesn't
 	// know.
 	Channel(server, id string) (channels.ListedChannel, bool)
@@ -195,11 +199,16 @@ func Start(opts Options) (*Runtime, error) {
 			return nil, err
 		}
 		rt.agents = append(rt.agents, r)
+		rt.byName[s.Name] = r
 		start = min(start, c)
 	}
-	for name, c := range cursors {
-		if isForkCursor(name) {
-			start = min(start, c)
+	if opts.PerChannel {
+		forks, err := rt.loadForks(ctx, cursors)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range forks {
+			start = min(start, f.cursor)
 		}
 	}
 	if len(fresh) > 0 {
@@ -208,7 +217,7 @@ func Start(opts Options) (*Runtime, error) {
 		}
 	}
 	rt.read = start
-	for _, r := range rt.agents {
+	for _, r := range rt.byName {
 		rt.run(r)
 	}
 	rt.wg.Add(1)
@@ -232,17 +241,35 @@ func inboxEnd(ctx context.Context, st store.Store) (int64, error) {
 
 func cursorName(conversation string) string { return "agent/" + conversation }
 
-const forkMark = "@"
-
-// isForkCursor reports whether a cursor is a fork's: agent names can't
-// hold forkMark.
-func isForkCursor(name string) bool {
-	return strings.HasPrefix(name, "agent/") && strings.Contains(name, forkMark)
+// forkName names the fork of primary for a channel:
+// "<primary>@<server>/<channel>". Neither an agent's name nor a server's
+// id can hold "@" or "/", so the name reads back (loadForks).
+func forkName(primary string, k forkKey) string {
+	return primary + "@" + k.server + "/" + k.channel
 }
 
-// forkName names the fork of primary for a channel.
-func forkName(primary string, k forkKey) string {
-	return primary + forkMark + k.server + "/" + k.channel
+// loadForks makes again the primary's forks that have a cursor.
+func (rt *Runtime) loadForks(ctx context.Context, cursors map[string]int64) ([]*runner, error) {
+	primary := rt.agents[0]
+	prefix := cursorName(primary.name + "@")
+	var out []*runner
+	for name, c := range cursors {
+		rest, ok := strings.CutPrefix(name, prefix)
+		server, channel, ok2 := strings.Cut(rest, "/")
+		if !ok || !ok2 {
+			continue
+		}
+		k := forkKey{server, channel}
+		p := primary.spec
+		p.Name = forkName(primary.name, k)
+		f, err := rt.newRunner(ctx, p, p.Name, k, c)
+		if err != nil {
+			return nil, err
+		}
+		rt.byName[p.Name], rt.forks[k] = f, f
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // Wake tells the runtime the inbox has new messages.
@@ -288,8 +315,15 @@ func (rt *Runtime) Close() {
 	rt.wg.Wait()
 }
 
+// dispatchPage bounds the inbox messages the dispatcher reads at once.
+const dispatchPage = 256
+
+var errPageFull = errors.New("page full")
+
 // dispatch reads the inbox in order and hands each message to the agents
-// it is for.
+// it is for. It reads a page, then routes it: routing may read and write
+// the store (a fork's history, its cursor), which it doesn't do inside
+// the store's iteration.
 func (rt *Runtime) dispatch() {
 	defer rt.wg.Done()
 	for {
@@ -298,41 +332,48 @@ func (rt *Runtime) dispatch() {
 			return
 		case <-rt.wake:
 		}
-		err := rt.opts.Store.Messages(rt.ctx, rt.read, func(m store.Message) error {
-			rt.route(m)
-			rt.read = m.Seq
-			return nil
-		})
-		if err != nil && rt.ctx.Err() == nil {
-			rt.log.Error("agents could not read the inbox; they read it again at the next message", "error", err.Error())
+		for rt.ctx.Err() == nil {
+			var page []store.Message
+			err := rt.opts.Store.Messages(rt.ctx, rt.read, func(m store.Message) error {
+				page = append(page, m)
+				if len(page) == dispatchPage {
+					return errPageFull
+				}
+				return nil
+			})
+			for _, m := range page {
+				rt.route(m)
+				rt.read = m.Seq
+			}
+			if err != nil && !errors.Is(err, errPageFull) && rt.ctx.Err() == nil {
+				rt.log.Error("agents could not read the inbox; they read it again at the next message", "error", err.Error())
+			}
+			if err == nil || !errors.Is(err, errPageFull) {
+				break
+			}
 		}
 	}
 }
 
-// route hands m to the agents it is for.
+// route hands m to the agents it is for. Only the dispatcher calls it,
+// so only it makes forks.
 func (rt *Runtime) route(m store.Message) {
-	// Read before the lock: the registry is never called under it.
-	vis := m.Kind != store.KindPushEvent && rt.opts.PerChannel && rt.visible(m)
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if m.Kind == store.KindPushEvent || !rt.opts.PerChannel {
-		for _, r := range rt.agents {
-			r.enqueue(m)
+	if m.Kind != store.KindPushEvent && rt.opts.PerChannel {
+		// Per-channel: the channel's fork reads it. The fork is made
+		// first, its starting place recorded, so that the agents passing
+		// it can't leave it behind at the next start.
+		k := forkKey{m.Server, m.Channel}
+		rt.mu.Lock()
+		f := rt.forks[k]
+		rt.mu.Unlock()
+		if f == nil && rt.visible(m) {
+			f = rt.fork(k, m)
 		}
-		return
+		if f != nil {
+			f.enqueue(m)
+		}
 	}
-	// Per-channel: the channel's fork reads it, the agents pass it (it
-	// is not theirs). The fork is made first, its starting place
-	// recorded, so that the agents passing it can't leave it behind at
-	// the next start.
-	k := forkKey{m.Server, m.Channel}
-	f := rt.forks[k]
-	if f == nil && vis {
-		f = rt.fork(k, m)
-	}
-	if f != nil {
-		f.enqueue(m)
-	}
+	// The agents read it, or, per-channel, pass it (it is not theirs).
 	for _, r := range rt.agents {
 		r.enqueue(m)
 	}
@@ -359,31 +400,34 @@ func (rt *Runtime) fork(k forkKey, m store.Message) *runner {
 		rt.log.Error("a conversation fork could not start; its channel's message is not shown", "fork", name, "error", err.Error())
 		return nil
 	}
-	rt.forks[k] = f
-	if !rt.closed {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.byName[name], rt.forks[k] = f, f
+	if rt.closed {
+		f.finish() // never run: what it is told is recorded at once
+	} else {
 		rt.run(f)
 	}
 	return f
 }
 
-// visible reports whether a channel message would be shown: its channel
-// is selected open, or it addresses the agent.
+// visible reports whether a channel message would be shown.
 func (rt *Runtime) visible(m store.Message) bool {
-	if addressed(m.Tags) {
-		return true
-	}
-	ch, ok := rt.opts.Env.Channel(m.Server, m.Channel)
-	return ok && ch.Desired == string(store.Open)
+	ch, known := rt.opts.Env.Channel(m.Server, m.Channel)
+	shown, _ := shows(m, ch, known)
+	return shown
 }
 
-func addressed(tags []string) bool {
-	for _, t := range tags {
-		if t == "chat:addressed" {
-			return true
-		}
-	}
-	return false
+// shows reports whether an agent is shown a channel message, and whether
+// its channel is open to it: selected open, or, on a server that runs its
+// channels itself (no channels.lifecycle), not decided closed. A message
+// from a channel that isn't open is shown when it addresses the agent.
+func shows(m store.Message, ch channels.ListedChannel, known bool) (shown, open bool) {
+	open = known && (ch.Desired == string(store.Open) || (!ch.Lifecycle && ch.Desired != string(store.Closed)))
+	return open || addressed(m.Tags), open
 }
+
+func addressed(tags []string) bool { return slices.Contains(tags, content.TagAddressed) }
 
 // run starts r's goroutine.
 func (rt *Runtime) run(r *runner) {

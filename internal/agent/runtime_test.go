@@ -315,22 +315,13 @@ func TestCloseDuringModelCall(t *testing.T) {
 		if evs := h.rec.of("ada", EventTurnEnd); len(evs) != 1 || evs[0].Reason != "aborted" {
 			t.Errorf("turn_end %+v, want aborted", evs)
 		}
-		// Recorded: the shown message, the transcript, the cursor.
-		if hist := history(t, h.st, "ada"); len(hist) != 1 || hist[0].Turn != 1 || !containsText(userTexts([]model.Message{{Role: hist[0].Role, Content: hist[0].Content}}), "think hard") {
+		// Cut short before it did anything: nothing recorded, so the
+		// message is shown again at the next start.
+		if hist := history(t, h.st, "ada"); len(hist) != 0 {
 			t.Errorf("recorded %+v", hist)
 		}
-		var ended bool
-		err := h.st.History(context.Background(), TranscriptConversation, func(e store.Entry) error {
-			if strings.Contains(string(e.Body), `"reason":"aborted"`) {
-				ended = true
-			}
-			return nil
-		})
-		if err != nil || !ended {
-			t.Errorf("the transcript kept in the store has no aborted turn_end (%v)", err)
-		}
-		if c := h.cursors()["agent/ada"]; c != msgs[0].Seq {
-			t.Errorf("cursor agent/ada = %d, want %d", c, msgs[0].Seq)
+		if c := h.cursors()["agent/ada"]; c >= msgs[0].Seq {
+			t.Errorf("cursor agent/ada = %d, want below %d", c, msgs[0].Seq)
 		}
 	})
 }

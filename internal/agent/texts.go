@@ -26,7 +26,7 @@ func textOpened(n channels.Notice, by string, reader Reader) string {
 		it, these = "one of them", "these channels"
 	}
 	closing := fmt.Sprintf(" If you don't want %s, use channel_close — %s", it, stick)
-	if !closesAll(reader, n.Channels) {
+	if !closesAll(reader, n) {
 		closing = ""
 	}
 	if n.Cause == channels.SourceSubscriptionPolicy {
@@ -36,7 +36,11 @@ func textOpened(n channels.Notice, by string, reader Reader) string {
 	if by != "" {
 		why = by + "'s message into the closed channel engaged it"
 	}
-	return fmt.Sprintf("[channels] Now open: %s — %s. Ongoing traffic from %s will reach you.%s", list(n.Channels), why, these, closing)
+	reach := fmt.Sprintf("Ongoing traffic from %s will reach you.", these)
+	if reader.Forked {
+		reach = fmt.Sprintf("Ongoing traffic from %s goes to its own conversation (conversations: per-channel), not to you.", these)
+	}
+	return fmt.Sprintf("[channels] Now open: %s — %s. %s%s", list(n.Channels), why, reach, closing)
 }
 
 // textReplyFailed is the reply-open-failed notice for reader.
@@ -53,7 +57,7 @@ func textReplyFailed(n channels.Notice, by string, reader Reader) string {
 	s := fmt.Sprintf("[channels] Not open: %s. %s through %s went out, but opening the channel failed: %s.",
 		list(n.Channels), whose, tool, strings.TrimSuffix(n.Reason, "."))
 	withdraw := ""
-	if reader.CanClose(ch) {
+	if reader.CanClose(n.Server, ch) {
 		withdraw = ", and channel_close withdraws that"
 	}
 	switch n.SelectedForOpening {
@@ -83,10 +87,17 @@ func q(s string) string {
 // textInvitation goes with an addressed message from a channel the
 // reader hasn't opened: what it can do, naming only the tools it may
 // call. A reply there opens the channel in this host (speech opens a
-// closed channel first), so it says so.
-func textInvitation(author, where, server, channel, messageID string, r Reader) string {
+// closed channel first), so it says so. here: the turn's prose goes to
+// that channel (it is the turn's locus); else a reply takes
+// channel_publish.
+func textInvitation(author, where, server, channel, messageID string, here bool, r Reader) string {
 	var opts []string
-	opts = append(opts, fmt.Sprintf("Reply there: what you say this turn is posted to %s, and posting it opens the channel, so its traffic reaches you from then on.", where))
+	switch {
+	case here:
+		opts = append(opts, fmt.Sprintf("Reply there: what you say this turn is posted to %s, and posting it opens the channel, so its traffic reaches you from then on.", where))
+	case r.allowed(channels.ToolPublish):
+		opts = append(opts, fmt.Sprintf("Reply there: call channel_publish with channelId %s and serverId %s (what you say this turn goes to another channel); posting opens the channel, so its traffic reaches you from then on.", q(channel), q(server)))
+	}
 	if r.CanOpen() {
 		opts = append(opts, fmt.Sprintf("Join without replying: call channel_open with channelId %s and serverId %s.", q(channel), q(server)))
 	}

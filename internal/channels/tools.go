@@ -109,6 +109,10 @@ type ListedChannel struct {
 	Open      bool   `json:"open"`
 	Desired   string `json:"desired"`
 	ServerID  string `json:"serverId"`
+	// Lifecycle says its server takes channels/open and channels/close
+	// (it is granted channels.lifecycle); Channel sets it, channel_list
+	// doesn't show it.
+	Lifecycle bool `json:"-"`
 }
 
 // Channels returns the registered channels, as channel_list shows them.
@@ -350,9 +354,9 @@ func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolRe
 // the registry knows nothing of it (no registration, no decision).
 func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	c := r.chans[Key{server, id}]
 	if c == nil || (c.entry == nil && c.decision == nil) {
+		r.mu.Unlock()
 		return ListedChannel{}, false
 	}
 	ch = ListedChannel{ID: id, ServerID: server, Desired: "unknown", Open: c.entry != nil && c.confirmed && c.open}
@@ -363,5 +367,7 @@ func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
 		d := c.entry.desc
 		ch.Type, ch.Label, ch.Direction = d.Type, d.Label, d.Direction
 	}
+	r.mu.Unlock()
+	ch.Lifecycle = r.directsLifecycle(server)
 	return ch, true
 }

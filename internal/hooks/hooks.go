@@ -157,7 +157,8 @@ type Turn struct {
 // omitted when unknown (0); model.Info has no capabilities, so none are
 // claimed.
 func (t Turn) modelInfo() *protocol.ModelInfoResult {
-	return &protocol.ModelInfoResult{ID: t.Model.ID, Vendor: t.Model.Vendor, ContextWindow: t.Model.ContextWindow}
+	info := t.Model.Wire()
+	return &info
 }
 
 // Injection is one authorized context injection.

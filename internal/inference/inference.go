@@ -148,7 +148,15 @@ type chunkParams struct {
 // goroutine). The answer is a Result or a *protocol.Error; see the package
 // doc.
 func (s *Server) Serve(ctx context.Context, server string, g grant.Grant, id json.RawMessage, params json.RawMessage, notify func(method string, params any) error) (any, error) {
-	if s.inHook != nil && s.inHook(server) {
+	return s.ServeReceived(ctx, server, g, s.inHook != nil && s.inHook(server), id, params, notify)
+}
+
+// ServeReceived is Serve with Options.InHook read by the caller when the
+// request arrived (inHook), as g is: the hook's answer may come between
+// the request's arrival and the goroutine that serves it, and a request
+// sent from inside the hook is refused all the same.
+func (s *Server) ServeReceived(ctx context.Context, server string, g grant.Grant, inHook bool, id json.RawMessage, params json.RawMessage, notify func(method string, params any) error) (any, error) {
+	if inHook {
 		return nil, s.refuse(server, "", protocol.NewError(protocol.CodeInvalidRequest,
 			"inference/request refused: a context hook may not ask for inference (SPEC §10.7), and a context/beforeInference request to this server is in flight; ask outside the hook's response path, after answering it", nil))
 	}
@@ -315,6 +323,5 @@ func ModelInfo(m model.Model) (any, error) {
 		return nil, protocol.NewError(protocol.CodeMethodNotFound,
 			"model/info unavailable: this host has no model to describe to this server (no agent's model serves it)", nil)
 	}
-	info := m.Info()
-	return protocol.ModelInfoResult{ID: info.ID, Vendor: info.Vendor, ContextWindow: info.ContextWindow}, nil
+	return m.Info().Wire(), nil
 }

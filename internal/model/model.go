@@ -13,6 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Role is who a message is from.
@@ -148,6 +150,12 @@ type Info struct {
 	Vendor string
 	// ContextWindow is its context window in tokens; 0 when unknown.
 	ContextWindow int
+}
+
+// Wire is the info as SPEC §12.2's ModelInfo (model/info's answer, and
+// the model of context hooks and the inference lifecycle).
+func (i Info) Wire() protocol.ModelInfoResult {
+	return protocol.ModelInfoResult{ID: i.ID, Vendor: i.Vendor, ContextWindow: i.ContextWindow}
 }
 
 // Model is a model the host can call. A failed call is a *Error, except

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// crashed is a store that stops writing once the process "dies".
+type crashed struct {
+	store.Store
+	dead atomic.Bool
+}
+
+func (c *crashed) Record(ctx context.Context, e []store.Entry, cur map[string]int64) ([]store.Entry, error) {
+	if c.dead.Load() {
+		return nil, errors.New("the process died")
+	}
+	return c.Store.Record(ctx, e, cur)
+}
+
+// A fork's message survives a crash before its turn is recorded, though
+// the primary passed it at once.
+func TestForkMessageSurvivesACrash(t *testing.T) {
+	mem := store.NewMemory()
+	st := &crashed{Store: mem}
+	synctest.Test(t, func(t *testing.T) {
+		m := &fakeModel{held: true} // the fork's turn never ends
+		opts := Options{Store: st, PerChannel: true, Agents: []Spec{{Name: "ada", Model: m}}}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		addMessages(t, mem, chanMsg("chat", "general", "g1", "lost?"))
+		h.rt.Wake()
+		synctest.Wait()
+		if len(m.requests()) != 1 {
+			t.Fatal("the fork is not thinking")
+		}
+		st.dead.Store(true) // crash: nothing more is recorded
+		h.rt.Close()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem, PerChannel: true}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		defer h.rt.Close()
+		synctest.Wait()
+		if evs := h.rec.of(forkGeneral, EventShown); len(evs) != 1 {
+			t.Errorf("after the restart the fork was shown %+v; want g1 again (cursors %v)", evs, h.cursors())
+		}
+	})
+}
+
+// A turn cut short by shutdown before it did anything is shown again at
+// the next start.
+func TestAbortedTurnIsShownAgain(t *testing.T) {
+	mem := store.NewMemory()
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem, Agents: []Spec{{Name: "ada", Model: &fakeModel{held: true}}}}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		h.add(chanMsg("chat", "general", "g1", "think hard"))
+		h.rt.Close()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		defer h.rt.Close()
+		synctest.Wait()
+		if reqs := h.model.requests(); len(reqs) != 1 || !containsText(userTexts(reqs[0].Messages), "think hard") {
+			t.Errorf("after the restart the model was asked %d times", len(reqs))
+		}
+	})
+}
+
+// A notice that comes once the agents have stopped (a lifecycle request
+// the host drains at shutdown) is recorded, and read at the next start.
+func TestNoticeAfterStopIsKept(t *testing.T) {
+	mem := store.NewMemory()
+	notice := channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByReply, Server: "chat", Agent: "ada",
+		Channels: []channels.ChannelRef{{ID: "b", Label: "#b"}}}
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem}
+		h := setup(t, &opts)
+		h.start(opts)
+		synctest.Wait()
+		h.rt.Close()
+		h.rt.Notice(notice)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		defer h.rt.Close()
+		h.add(chanMsg("chat", "general", "g1", "hello"))
+		reqs := h.model.requests()
+		if len(reqs) != 1 || !containsText(userTexts(reqs[0].Messages), "[channels] Now open: #b (b)") {
+			t.Errorf("the notice from before the restart was not shown: %d requests", len(reqs))
+		}
+	})
+}
+
+// Forks come back at a start and go on consuming their channel's traffic,
+// shown or not: a fork doesn't read stale traffic when its channel opens
+// again.
+func TestForksComeBackAtStart(t *testing.T) {
+	mem := store.NewMemory()
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem, PerChannel: true}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		h.add(chanMsg("chat", "general", "g1", "first"))
+		h.rt.Close()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem, PerChannel: true}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "closed")
+		h.start(opts)
+		h.add(chanMsg("chat", "general", "g2", "while closed"))
+		if c := h.cursors()[cursorName(forkGeneral)]; c != 2 {
+			t.Errorf("the fork's cursor is %d after its closed channel's message, want 2", c)
+		}
+		h.rt.Close()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Store: mem, PerChannel: true}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		defer h.rt.Close()
+		h.add(chanMsg("chat", "general", "g3", "open again"))
+		for _, req := range h.model.requests() {
+			if containsText(userTexts(req.Messages[len(req.Messages)-1:]), "while closed") {
+				t.Errorf("the fork was shown stale traffic: %q", userTexts(req.Messages))
+			}
+		}
+		if evs := h.rec.of(forkGeneral, EventTurnStart); len(evs) != 1 || evs[0].WokenBy[0].MessageID != "g3" {
+			t.Errorf("turns %+v", evs)
+		}
+	})
+}
+
+// An invitation says where a reply goes: this turn's prose goes to the
+// newest addressed channel, so an older invitation points at
+// channel_publish.
+func TestInvitationsInOneTurn(t *testing.T) {
+	bubble(t, Options{}, func(h *harness) {
+		h.env.channel("chat", "x", "closed")
+		h.env.channel("chat", "y", "closed")
+		addMessages(t, h.st, chanMsg("chat", "x", "mx", "in x", content.TagAddressed), chanMsg("chat", "y", "my", "in y", content.TagAddressed))
+		h.rt.Wake()
+		synctest.Wait()
+		reqs := h.model.requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d model calls", len(reqs))
+		}
+		shown := strings.Join(userTexts(reqs[0].Messages), "\n")
+		for _, want := range []string{
+			`1. Reply there: call channel_publish with channelId "x" and serverId "chat" (what you say this turn goes to another channel); posting opens the channel, so its traffic reaches you from then on.`,
+			"1. Reply there: what you say this turn is posted to #y (y), and posting it opens the channel, so its traffic reaches you from then on.",
+		} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("the model was not shown %q in:\n%s", want, shown)
+			}
+		}
+	})
+}
+
+// A server that runs its channels itself (no channels.lifecycle) decides
+// what it delivers: all of it is shown, with no invitation.
+func TestChannelsWithoutLifecycle(t *testing.T) {
+	bubble(t, Options{}, func(h *harness) {
+		h.env.mu.Lock()
+		h.env.chans[[2]string{"chat", "free"}] = channels.ListedChannel{ID: "free", ServerID: "chat", Desired: "unknown"}
+		h.env.mu.Unlock()
+		h.add(chanMsg("chat", "free", "f1", "ambient"))
+		reqs := h.model.requests()
+		if len(reqs) != 1 || containsText(userTexts(reqs[0].Messages), "[Channel invitation]") {
+			t.Errorf("%d model calls; shown %q", len(reqs), userTexts(reqs[0].Messages))
+		}
+	})
+}
