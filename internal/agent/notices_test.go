@@ -57,6 +57,15 @@ func TestRouteOpened(t *testing.T) {
 				{"ada@general", "[channels] Now open: #news (news) — your own message into the closed channel engaged it. Ongoing traffic from this channel will reach you."},
 				{"ada", "[channels] Now open: #news (news) — ada@general's message into the closed channel engaged it. Ongoing traffic from this channel will reach you." + tail},
 			}},
+		{"the primary of per-channel forks: the traffic goes elsewhere", channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByDelivery, Server: "chat", Agent: "ada", Channels: []channels.ChannelRef{news}},
+			readers(Reader{Name: "ada", Forked: true}), []Delivery{
+				{"ada", "[channels] Now open: #news (news) — your own message into the closed channel engaged it. Ongoing traffic from this channel goes to its own conversation (conversations: per-channel), not to you." + tail},
+			}},
+		{"a fork's home on another server is not its home", channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByReply, Server: "other", Agent: "ada@general", Channels: []channels.ChannelRef{general}},
+			readers(ada, Reader{Name: "ada@general", Home: "general", HomeServer: "chat"}), []Delivery{
+				{"ada@general", "[channels] Now open: #general (general) — your own message into the closed channel engaged it. Ongoing traffic from this channel will reach you."},
+				{"ada", "[channels] Now open: #general (general) — ada@general's message into the closed channel engaged it. Ongoing traffic from this channel will reach you." + tail},
+			}},
 		{"an ended agent: the primary in its place", channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByReply, Agent: "bob", Channels: []channels.ChannelRef{general}},
 			readers(ada, Reader{Name: "bob", Ended: true}), []Delivery{
 				{"ada", "[channels] Now open: #general (general) — bob's message into the closed channel engaged it. Ongoing traffic from this channel will reach you." + tail},
