@@ -93,16 +93,8 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !json.Valid(rawArgs) {
 		return callUsageError(stderr, fmt.Sprintf("the arguments are not valid JSON: %s", rawArgs))
 	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				printer{stderr}.linef("%s", p)
-			}
-		} else {
-			printer{stderr}.linef("mcplhost call: %v", err)
-		}
+	cfg, ok := loadConfig("call", cfgPath, stderr)
+	if !ok {
 		return exitUsage
 	}
 	level := slog.LevelWarn
@@ -144,6 +136,24 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printer{stdout}.linef("ok")
 	printer{stdout}.block(h.ResultText(tool, res), "")
 	return exitOK
+}
+
+// loadConfig loads a configuration file for command, printing each
+// problem (or why it can't be read) to stderr.
+func loadConfig(command, path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path)
+	if err == nil {
+		return cfg, true
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			printer{stderr}.linef("%s", p)
+		}
+	} else {
+		printer{stderr}.linef("mcplhost %s: %v", command, err)
+	}
+	return nil, false
 }
 
 func callUsageError(stderr io.Writer, msg string) int {

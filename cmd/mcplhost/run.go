@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
@@ -72,16 +70,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfgPath == "" {
 		return runUsageError(stderr, "--config FILE is required")
 	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				printer{stderr}.linef("%s", p)
-			}
-		} else {
-			printer{stderr}.linef("mcplhost run: %v", err)
-		}
+	cfg, ok := loadConfig("run", cfgPath, stderr)
+	if !ok {
 		return exitUsage
 	}
 	level := slog.LevelWarn
