@@ -60,11 +60,11 @@ func runChatroomAgent(t *testing.T, bin, model string) {
 		}
 		return p
 	}
-	// A second between posts: each turn is done long before the next
-	// post, so each post is a turn of its own.
+	// Each post after the first waits for the agent's answer to the one
+	// before ("+agent"), so each post is a turn of its own.
 	room := write("room.script", `+0s #general alice @agent: what did we decide about the release date?
-+1s #dev dave @agent: can you review PR 12?
-+1s #random carol @agent: tabs or spaces?
++agent #dev dave @agent: can you review PR 12?
++agent #random carol @agent: tabs or spaces?
 `)
 	write("ada.yaml", `steps:
   - say: Thursday, as I recall.

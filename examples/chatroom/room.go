@@ -70,6 +70,9 @@ type visit struct {
 	history    map[string][]string
 	posted     int // the people's messages so far
 	said       int // the agent's messages so far
+	// spoke has a value after a message of the agent, for the script's
+	// "+agent" posts (Play).
+	spoke chan struct{}
 }
 
 func (r *Room) visitOf(c *server.Conn) *visit {
@@ -77,7 +80,7 @@ func (r *Room) visitOf(c *server.Conn) *visit {
 	defer r.mu.Unlock()
 	v := r.visits[c]
 	if v == nil {
-		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}}
+		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}, spoke: make(chan struct{}, 1)}
 		r.visits[c] = v
 	}
 	return v
@@ -185,7 +188,7 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 		// The host did not grant (or chose not to enable) messages in:
 		// the room goes on, in the transcript and history only.
 		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered")
-		Play(ctx, r.posts, r.speed, r.loop, func(p Post) { r.deliver(ctx, c, v, p) })
+		Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
 		<-ctx.Done()
 		return
 	}
@@ -211,7 +214,7 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 			}
 		}
 	}
-	Play(ctx, r.posts, r.speed, r.loop, func(p Post) { r.deliver(ctx, c, v, p) })
+	Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
 	<-ctx.Done() // the room stays, and answers the host, until the connection ends
 }
 
@@ -323,6 +326,10 @@ func (r *Room) publish(ctx context.Context, p server.PublishRequest) (string, er
 	v.mu.Unlock()
 	v.remember(name, "agent: "+text)
 	r.transcript.printf("[%s] AGENT: %s", name, text)
+	select {
+	case v.spoke <- struct{}{}:
+	default:
+	}
 	return id, nil
 }
 

@@ -13,9 +13,11 @@ import (
 
 // Post is one line of a script: after Delay (since the previous post),
 // Author says Text in Channel ("#general"); Mention marks a message that
-// addresses the agent.
+// addresses the agent. AfterAgent ("+agent" in the script) waits, instead
+// of a delay, for the agent's first message after the previous post.
 type Post struct {
-	Delay   time.Duration
+	Delay      time.Duration
+	AfterAgent bool
 	Channel string
 	Author  string
 	Mention bool
@@ -41,8 +43,9 @@ func ParseScript(r io.Reader, channels []string) ([]Post, error) {
 			return nil, fmt.Errorf("line %d: %q is not \"+DELAY #channel author[ @agent]: text\"", n, line)
 		}
 		d, err := time.ParseDuration(m[1])
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("line %d: delay %q is not a duration such as 2s or 1m30s", n, m[1])
+		after := m[1] == "agent"
+		if !after && (err != nil || d < 0) {
+			return nil, fmt.Errorf("line %d: delay %q is not a duration such as 2s or 1m30s, nor agent", n, m[1])
 		}
 		if !slices.Contains(channels, m[2]) {
 			return nil, fmt.Errorf("line %d: there is no channel %s; the channels are %s", n, m[2], strings.Join(channels, ", "))
@@ -50,7 +53,7 @@ func ParseScript(r io.Reader, channels []string) ([]Post, error) {
 		if strings.TrimSpace(m[5]) == "" {
 			return nil, fmt.Errorf("line %d: the message is empty", n)
 		}
-		posts = append(posts, Post{Delay: d, Channel: m[2], Author: m[3], Mention: m[4] != "", Text: strings.TrimSpace(m[5]), Line: n})
+		posts = append(posts, Post{Delay: d, AfterAgent: after, Channel: m[2], Author: m[3], Mention: m[4] != "", Text: strings.TrimSpace(m[5]), Line: n})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -62,18 +65,29 @@ func ParseScript(r io.Reader, channels []string) ([]Post, error) {
 }
 
 // Play calls post for each post when its time comes: each post's Delay,
-// divided by speed, after the previous one. With loop it starts over after
-// the last post (unless the script takes no time at all, which would spin);
-// otherwise it returns then. It returns early when ctx ends. It owns no
-// goroutine: post runs on the caller's.
-func Play(ctx context.Context, posts []Post, speed float64, loop bool, post func(Post)) {
+// divided by speed, after the previous one, or, for an AfterAgent post,
+// once agent has a value sent after the previous post (the room sends one
+// for each message of the agent; Play empties it as it posts). With loop
+// it starts over after the last post (unless the script takes no time at
+// all, which would spin); otherwise it returns then. It returns early when
+// ctx ends. It owns no goroutine: post runs on the caller's.
+func Play(ctx context.Context, posts []Post, speed float64, loop bool, agent <-chan struct{}, post func(Post)) {
 	var total time.Duration
+	waits := false
 	for _, p := range posts {
 		total += p.Delay
+		waits = waits || p.AfterAgent
 	}
-	loop = loop && total > 0
+	loop = loop && (total > 0 || waits)
 	for {
 		for _, p := range posts {
+			if p.AfterAgent {
+				select {
+				case <-ctx.Done():
+					return
+				case <-agent:
+				}
+			}
 			if d := time.Duration(float64(p.Delay) / speed); d > 0 {
 				t := time.NewTimer(d)
 				select {
@@ -85,6 +99,11 @@ func Play(ctx context.Context, posts []Post, speed float64, loop bool, post func
 			}
 			if ctx.Err() != nil {
 				return
+			}
+			// What the agent said before this post doesn't answer it.
+			select {
+			case <-agent:
+			default:
 			}
 			post(p)
 		}

@@ -126,7 +126,7 @@ func TestPlaySchedule(t *testing.T) {
 				}
 				start := time.Now()
 				var got []string
-				Play(ctx, posts, tc.speed, tc.loop, func(p Post) {
+				Play(ctx, posts, tc.speed, tc.loop, nil, func(p Post) {
 					got = append(got, p.Text+"@"+time.Since(start).String())
 				})
 				if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -141,8 +141,45 @@ func TestPlaySchedule(t *testing.T) {
 // rather than spinning.
 func TestPlayLoopWithoutTime(t *testing.T) {
 	n := 0
-	Play(context.Background(), []Post{{Text: "a"}, {Text: "b"}}, 1, true, func(Post) { n++ })
+	Play(context.Background(), []Post{{Text: "a"}, {Text: "b"}}, 1, true, nil, func(Post) { n++ })
 	if n != 2 {
 		t.Errorf("played %d posts, want 2", n)
 	}
+}
+
+// TestPlayAfterAgent: a "+agent" post waits for the agent's first message
+// after the post before it; what the agent said earlier doesn't count.
+func TestPlayAfterAgent(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader("+0s #general a @agent: hi\n+agent #dev b @agent: and here?\n+1s #dev c: later\n"), Channels)
+	if err != nil || !posts[1].AfterAgent || posts[1].Delay != 0 {
+		t.Fatalf("parse: %+v, %v", posts, err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		agent := make(chan struct{}, 1)
+		agent <- struct{}{} // said before the first post: doesn't count
+		posted := make(chan string)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Play(t.Context(), posts, 1, false, agent, func(p Post) { posted <- p.Author })
+		}()
+		if got := <-posted; got != "a" {
+			t.Fatalf("first post by %s", got)
+		}
+		synctest.Wait()
+		select {
+		case got := <-posted:
+			t.Fatalf("%s posted before the agent spoke", got)
+		default:
+		}
+		agent <- struct{}{}
+		if got := <-posted; got != "b" {
+			t.Fatalf("second post by %s", got)
+		}
+		start := time.Now()
+		if got := <-posted; got != "c" || time.Since(start) != time.Second {
+			t.Fatalf("third post by %s after %s", got, time.Since(start))
+		}
+		<-done
+	})
 }
