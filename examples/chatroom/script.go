@@ -18,11 +18,11 @@ import (
 type Post struct {
 	Delay      time.Duration
 	AfterAgent bool
-	Channel string
-	Author  string
-	Mention bool
-	Text    string
-	Line    int // in the script, for messages about it
+	Channel    string
+	Author     string
+	Mention    bool
+	Text       string
+	Line       int // in the script, for messages about it
 }
 
 // postLine is "+DELAY #CHANNEL AUTHOR[ @agent]: TEXT".
