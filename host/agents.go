@@ -122,6 +122,17 @@ func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string
 	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
 }
 
+func (e agentEnv) Typing(server, channel string) (func(), bool) {
+	return e.h.channels.Typing(server, channel)
+}
+
+func (e agentEnv) Stream(server, channel string) agent.Stream {
+	if s := e.h.channels.Stream(server, channel); s != nil {
+		return s
+	}
+	return nil
+}
+
 func (e agentEnv) View(server, provenance string, raw []json.RawMessage) []content.Part {
 	lane := content.Lane{Server: server, Provenance: provenance, Refs: e.h.refs}
 	return lane.View(raw)

@@ -50,14 +50,15 @@ func command(s config.Server) transport.Command {
 // channels.streaming, channels.acknowledge, channels.typing and the
 // inference paths wait for theirs.
 func implemented() []string {
-	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish"}
+	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish", "channels.acknowledge"}
 }
 
 // agentPaths are the paths the agents consume: push events become
 // turns, context hooks run around their model calls, inference/lifecycle
-// announces those calls, model/info describes the primary's model.
+// announces those calls, model/info describes the primary's model, typing
+// and streamed speech go to the channel a turn speaks in.
 var agentPaths = []string{
-	"pushEvents", "modelInfo", "inferenceLifecycle",
+	"pushEvents", "modelInfo", "inferenceLifecycle", "channels.typing", "channels.streaming",
 	"contextHooks.beforeInference.observe",
 	"contextHooks.beforeInference.inject.system",
 	"contextHooks.beforeInference.inject.beforeUser",
@@ -100,6 +101,10 @@ func (c sessionConn) Call(ctx context.Context, method string, params, result any
 }
 
 func (c sessionConn) Has(capability string) bool { return c.s.Grant().Has(capability) }
+
+func (c sessionConn) Notify(ctx context.Context, method string, params any) error {
+	return c.s.Notify(ctx, method, params)
+}
 
 // toolsAllowed reports whether host policy lets the server's tools be
 // listed and called: the "tools" path, which a Disable pattern or an

@@ -13,8 +13,14 @@ const (
 	MethodChannelsOpen      = "channels/open"
 	MethodChannelsClose     = "channels/close"
 	MethodChannelsPublish   = "channels/publish"
-	MethodInferenceRequest  = "inference/request"
-	MethodModelInfo         = "model/info"
+
+	MethodChannelsAcknowledge      = "channels/acknowledge"
+	MethodChannelsTyping           = "channels/typing"
+	MethodChannelsOutgoingChunk    = "channels/outgoing/chunk"
+	MethodChannelsOutgoingComplete = "channels/outgoing/complete"
+
+	MethodInferenceRequest = "inference/request"
+	MethodModelInfo        = "model/info"
 
 	// Removed in 0.5.0; a host answers them with method-not-found saying
 	// what replaced them.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -30,6 +31,11 @@ type fakeEnv struct {
 	gates    map[string]chan struct{} // a call of the tool waits for its gate to close (or ctx)
 	answers  map[string]ToolAnswer
 	outcome  func(server, channel, text string) channels.PublishOutcome
+	// typing and streams: the channels ("server/channel") whose servers
+	// take typing and streaming; what they were sent, in order.
+	typing  map[string]bool
+	streams map[string]bool
+	signals []string // "typing start s/c", "chunk s/c 0 Hel", "complete s/c Hello"
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
@@ -470,4 +476,53 @@ func toolNames(tools []model.Tool) []string {
 		out = append(out, tl.Name)
 	}
 	return out
+}
+
+func (e *fakeEnv) Typing(server, channel string) (func(), bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	where := server + "/" + channel
+	if !e.typing[where] {
+		return func() {}, false
+	}
+	e.signals = append(e.signals, "typing start "+where)
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.signals = append(e.signals, "typing stop "+where)
+	}, true
+}
+
+func (e *fakeEnv) Stream(server, channel string) Stream {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	where := server + "/" + channel
+	if !e.streams[where] {
+		return nil
+	}
+	return fakeStream{e, where}
+}
+
+type fakeStream struct {
+	e     *fakeEnv
+	where string
+}
+
+func (s fakeStream) Chunk(inferenceID, conversationID string, index int, delta string) {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	s.e.signals = append(s.e.signals, fmt.Sprintf("chunk %s %d %s", s.where, index, delta))
+}
+
+func (s fakeStream) Complete(inferenceID, conversationID, text string) {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	s.e.signals = append(s.e.signals, "complete "+s.where+" "+text)
+}
+
+// sent returns what the channels' servers were sent (typing, streams).
+func (e *fakeEnv) sent() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.signals...)
 }

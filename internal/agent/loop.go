@@ -285,6 +285,7 @@ func (t *turn) run(items []item, notices []string) {
 		t.locus = &home
 	}
 	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
+	stopTyping := t.typing()
 	t.addNotices(notices)
 	t.flushNotices()
 	var shown []model.Block
@@ -295,6 +296,7 @@ func (t *turn) run(items []item, notices []string) {
 	userText := blocksText(shown)
 	t.event(Event{Event: EventShown, Text: userText})
 	reason := t.think(&userText)
+	stopTyping()
 	t.event(Event{Event: EventTurnEnd, Reason: reason})
 	if reason == "aborted" && !t.acted.Load() {
 		// Cut short before it did anything: not recorded, so its
@@ -306,6 +308,25 @@ func (t *turn) run(items []item, notices []string) {
 		return
 	}
 	t.record(reason)
+}
+
+// typing tells the locus's server that the agent is working toward speech
+// there; the func returned ends it, and is called as the turn ends, by
+// whatever path.
+func (t *turn) typing() (stop func()) {
+	if t.locus == nil {
+		return func() {}
+	}
+	l := *t.locus
+	end, ok := t.r.rt.opts.Env.Typing(l.server, l.channel)
+	if !ok {
+		return func() {}
+	}
+	t.event(Event{Event: EventTyping, Outcome: "start", Server: l.server, Channel: l.channel})
+	return func() {
+		end()
+		t.event(Event{Event: EventTyping, Outcome: "stop", Server: l.server, Channel: l.channel})
+	}
 }
 
 // lociAddressed reports whether any item with a locus addresses the agent:
@@ -406,7 +427,15 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 		msgs = inject(msgs, before, after)
 		life = h.Start(inf)
 	}
-	resp, err := r.spec.Model.Generate(t.ctx, model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens})
+	req := model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens}
+	s := t.stream(inf)
+	if s != nil {
+		req.OnText = s.delta
+	}
+	resp, err := r.spec.Model.Generate(t.ctx, req)
+	if s != nil {
+		s.complete()
+	}
 	if life != nil {
 		switch {
 		case err == nil:
@@ -493,4 +522,57 @@ func errorText(err error) string {
 		return me.Text
 	}
 	return err.Error()
+}
+
+// streaming is one inference's speech streamed to its locus's server.
+type streaming struct {
+	t     *turn
+	inf   Inference
+	to    Stream
+	where forkKey
+
+	mu    sync.Mutex
+	index int
+	text  strings.Builder
+	done  bool
+}
+
+// stream returns the inference's stream, or nil when its speech streams
+// nowhere: no locus (fail closed: nothing streams while the destination
+// is undecided), or a server that didn't declare streaming.
+func (t *turn) stream(inf Inference) *streaming {
+	if t.locus == nil {
+		return nil
+	}
+	to := t.r.rt.opts.Env.Stream(t.locus.server, t.locus.channel)
+	if to == nil {
+		return nil
+	}
+	return &streaming{t: t, inf: inf, to: to, where: *t.locus}
+}
+
+// delta streams a piece of text; one that comes after the call ended is
+// dropped.
+func (s *streaming) delta(d string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || d == "" {
+		return
+	}
+	s.to.Chunk(s.inf.ID, s.inf.Conversation, s.index, d)
+	s.index++
+	s.text.WriteString(d)
+}
+
+// complete closes the stream, if any chunk went out, with its full text:
+// on every exit of the model call.
+func (s *streaming) complete() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	if s.index == 0 {
+		return
+	}
+	s.to.Complete(s.inf.ID, s.inf.Conversation, s.text.String())
+	s.t.event(Event{Event: EventStreamed, Server: s.where.server, Channel: s.where.channel, Text: s.text.String()})
 }

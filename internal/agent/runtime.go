@@ -79,6 +79,22 @@ type Env interface {
 	Publish(ctx context.Context, agent, server, channel, text string) channels.PublishOutcome
 	// View renders blocks a server sent, as an agent sees them.
 	View(server, provenance string, blocks []json.RawMessage) []content.Part
+	// Typing tells a channel's server that the agent is typing there,
+	// until stop is called; ok is false when nothing was sent (no grant,
+	// a channel that isn't open).
+	Typing(server, channel string) (stop func(), ok bool)
+	// Stream is where the agent's speech into a channel streams as the
+	// model generates it; nil for nowhere (the server didn't declare
+	// streaming).
+	Stream(server, channel string) Stream
+}
+
+// Stream receives the speech an agent is generating for a channel
+// (channels/outgoing/chunk and complete): advisory, as the speech is
+// still published, and its outcome is what the agent is told.
+type Stream interface {
+	Chunk(inferenceID, conversationID string, index int, delta string)
+	Complete(inferenceID, conversationID, text string)
 }
 
 // Inference is one model call of an agent, as context hooks see it.

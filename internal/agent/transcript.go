@@ -21,6 +21,8 @@ const (
 	EventTool      = "tool"
 	EventSpeech    = "speech"
 	EventNotice    = "notice"
+	EventTyping    = "typing"
+	EventStreamed  = "streamed"
 	EventTurnEnd   = "turn_end"
 )
 

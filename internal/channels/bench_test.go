@@ -46,6 +46,8 @@ type instant struct{ calls atomic.Int64 }
 
 func (c *instant) Has(string) bool { return true }
 
+func (c *instant) Notify(context.Context, string, any) error { return nil }
+
 func (c *instant) Call(ctx context.Context, method string, params, result any, _ time.Duration) error {
 	c.calls.Add(1)
 	if r, ok := result.(*json.RawMessage); ok {

@@ -65,6 +65,28 @@ type double struct {
 	mu    sync.Mutex
 	grant map[string]bool
 	sent  []string // "open c", "close c", in the order sent
+	notes []note   // the notifications sent, in order
+}
+
+// note is a notification the registry sent.
+type note struct {
+	method string
+	params json.RawMessage
+}
+
+func (d *double) Notify(_ context.Context, method string, params any) error {
+	b, _ := json.Marshal(params)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.notes = append(d.notes, note{method, b})
+	return nil
+}
+
+// notified returns the notifications sent so far.
+func (d *double) notified() []note {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]note(nil), d.notes...)
 }
 
 func newDouble(t *testing.T, caps ...string) *double {

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -42,6 +43,9 @@ type Conn interface {
 	// Has reports whether capability is in the server's effective grant
 	// now.
 	Has(capability string) bool
+	// Notify sends a notification (channels/typing,
+	// channels/outgoing/*).
+	Notify(ctx context.Context, method string, params any) error
 }
 
 // ServerConfig is a server's channel settings.
@@ -91,8 +95,9 @@ const MaxAttempts = 5
 
 // Registry is the host's channels.
 type Registry struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	limits *lograte.Limiter // typing and streaming failures
 
 	mu      sync.Mutex
 	closed  bool
@@ -146,7 +151,7 @@ func New(opts Options) (*Registry, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Registry{opts: opts, log: opts.Logger, servers: map[string]*serverState{}, chans: map[Key]*chanState{}}
+	r := &Registry{opts: opts, log: opts.Logger, limits: lograte.New(opts.Logger, ""), servers: map[string]*serverState{}, chans: map[Key]*chanState{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	err := opts.Store.Replay(context.Background(), func(rec store.Record) error {
 		r.applyLocked(rec)
@@ -154,6 +159,7 @@ func New(opts Options) (*Registry, error) {
 	})
 	if err != nil {
 		r.cancel()
+		r.limits.Close()
 		return nil, fmt.Errorf("channels: replaying the decision log: %w", err)
 	}
 	return r, nil
@@ -184,6 +190,7 @@ func (r *Registry) Close() {
 	}
 	r.cancel()
 	<-drained
+	r.limits.Close()
 }
 
 // chanLocked returns key's state, made if missing.

@@ -42,6 +42,10 @@ const (
 	textBadServerID   = "serverId must be a server's id. Nothing was done."
 )
 
+// textAckNotPosted: an acknowledgment that failed, or was refused with no
+// reason.
+const textAckNotPosted = "The channel integration could not post the acknowledgment."
+
 func textNoAcknowledge(server string) string {
 	return fmt.Sprintf(`channels.acknowledge not in "%s"'s effective grant (§14.1)`, server)
 }

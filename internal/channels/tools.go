@@ -76,7 +76,7 @@ func (r *Registry) CallTool(ctx context.Context, name string, args json.RawMessa
 	case ToolClose:
 		return r.toolClose(ctx, a)
 	case ToolDecline:
-		return r.toolDecline(a)
+		return r.toolDecline(ctx, a)
 	case ToolPublish:
 		return r.toolPublish(ctx, a, caller)
 	}
@@ -307,7 +307,7 @@ func (r *Registry) closeChannel(ctx context.Context, c *chanState, source string
 	return ok(map[string]string{"channelId": c.key.Channel, "status": "closed"})
 }
 
-func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolResult {
+func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
 	c, why := r.resolve(a, textNeedChannelID)
 	if c == nil {
 		return fail(why)
@@ -326,28 +326,81 @@ func (r *Registry) toolDecline(a map[string]json.RawMessage) protocol.CallToolRe
 		c.decide.Unlock()
 		return fail(textAlreadyOpenDecline(c.key.Channel))
 	}
-	recs := []store.Record{}
 	if writes(cur, store.Closed, SourceInvitationDeclined) {
-		recs = append(recs, store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: store.Closed, Source: SourceInvitationDeclined})
+		rec := store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: store.Closed, Source: SourceInvitationDeclined}
+		if _, err := r.record(rec); err != nil {
+			c.decide.Unlock()
+			return fail(textDeclineUnrecorded(c.key.Channel))
+		}
 	}
-	// Acknowledgment is the one sent: none, as channels.acknowledge is
-	// never granted yet (below).
-	recs = append(recs, store.Record{Kind: store.KindDeclined, Server: c.key.Server, Channel: c.key.Channel, MessageID: msgID})
-	_, err := r.record(recs...)
 	c.decide.Unlock()
-	if err != nil {
-		return fail(textDeclineUnrecorded(c.key.Channel))
-	}
 	if r.directsLifecycle(c.key.Server) {
 		r.apply(c, false)
 	}
 	out := map[string]any{"channelId": c.key.Channel, "status": "remained closed", "acknowledged": false}
+	sent := ""
 	if ack != "" {
-		// channels.acknowledge has no consumer in this host yet, so it is
-		// never granted: the acknowledgment is not sent.
-		out["acknowledgmentError"] = textNoAcknowledge(c.key.Server)
+		res, why := r.acknowledge(ctx, c.key, msgID, ack)
+		out["acknowledged"] = res.Acknowledged
+		switch {
+		case why != "":
+			out["acknowledgmentError"] = why
+		case res.Acknowledged:
+			sent = cmp.Or(res.Representation, ack)
+			if res.Representation != "" {
+				out["representation"] = res.Representation
+			}
+		}
+	}
+	// The decline itself, with the acknowledgment that went out: the
+	// decision above is what counts, so a failure here is only logged.
+	if _, err := r.record(store.Record{Kind: store.KindDeclined, Server: c.key.Server, Channel: c.key.Channel, MessageID: msgID, Acknowledgment: sent}); err != nil {
+		r.log.Error("a declined invitation could not be recorded (the channel's closed decision is)", "server", c.key.Server, "channel", c.key.Channel, "error", err.Error())
 	}
 	return ok(out)
+}
+
+// AckIntent is the one acknowledgment intent this host sends: the agent
+// saw the message and stays out of its channel.
+const AckIntent = "seen-not-opening"
+
+// acknowledgeParams is channels/acknowledge as this host sends it.
+type acknowledgeParams struct {
+	ChannelID string `json:"channelId"`
+	MessageID string `json:"messageId"`
+	Intent    string `json:"intent"`
+	Value     string `json:"value"`
+}
+
+// acknowledgeResult is a server's answer to channels/acknowledge.
+type acknowledgeResult struct {
+	Acknowledged   bool   `json:"acknowledged"`
+	Representation string `json:"representation"`
+	Reason         string `json:"reason"`
+}
+
+// acknowledge sends channels/acknowledge; why is what the agent reads when
+// it wasn't acknowledged ("" when it was): the anchor host's texts.
+func (r *Registry) acknowledge(ctx context.Context, k Key, messageID, value string) (acknowledgeResult, string) {
+	srv := r.server(k.Server)
+	switch {
+	case srv == nil:
+		return acknowledgeResult{}, textServerNotFound(k.Server)
+	case !srv.conn.Has("channels.acknowledge"):
+		return acknowledgeResult{}, textNoAcknowledge(k.Server)
+	}
+	var res acknowledgeResult
+	err := srv.conn.Call(ctx, protocol.MethodChannelsAcknowledge, acknowledgeParams{ChannelID: k.Channel, MessageID: messageID, Intent: AckIntent, Value: value}, &res, srv.cfg.Timeout)
+	switch {
+	case err != nil:
+		r.log.Warn("channels/acknowledge failed", "server", k.Server, "channel", k.Channel, "error", err.Error())
+		return acknowledgeResult{}, textAckNotPosted
+	case !res.Acknowledged && res.Reason != "":
+		return res, res.Reason
+	case !res.Acknowledged:
+		return res, textAckNotPosted
+	}
+	return res, ""
 }
 
 // Channel returns one channel as channel_list shows it; ok is false when

@@ -1,0 +1,155 @@
+package channels
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/lograte"
+	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// What the host tells a channel's server while an agent works toward
+// speech there: that it is typing (channels/typing), and the speech as it
+// is generated (channels/outgoing/chunk and complete). Both are advisory
+// notifications, sent only to the server that registered the channel and
+// only with its grant; a failure is logged, rate-limited, and never
+// affects the turn.
+
+// TypingInterval is how often a typing start is repeated while the agent
+// works.
+const TypingInterval = 7 * time.Second
+
+var (
+	logTypingFailed = lograte.Kind{
+		Msg:     "channels/typing could not be sent; the turn goes on",
+		Summary: "%s more channels/typing notifications%s failed in %s",
+		KeyAttr: "server",
+	}
+	logStreamFailed = lograte.Kind{
+		Msg:     "channels/outgoing could not be sent; the speech is still published",
+		Summary: "%s more channels/outgoing notifications%s failed in %s",
+		KeyAttr: "server",
+	}
+)
+
+// typingParams is channels/typing.
+type typingParams struct {
+	ChannelID string `json:"channelId"`
+	Op        string `json:"op"`
+}
+
+// Typing tells server that an agent is typing in channel: start at once
+// and every TypingInterval, then stop when the returned func is called (it
+// waits for the stop to be sent, within a second). Nothing is sent, and
+// the func does nothing, unless the server is granted channels.typing and
+// the channel is open; ok reports whether typing started.
+func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
+	srv := r.server(server)
+	if srv == nil || !srv.conn.Has("channels.typing") {
+		return func() {}, false
+	}
+	r.mu.Lock()
+	c := r.chans[Key{server, channel}]
+	if r.closed || c == nil || c.entry == nil || !c.confirmed || !c.open {
+		r.mu.Unlock()
+		return func() {}, false
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	send := func(ctx context.Context, op string) {
+		if err := srv.conn.Notify(ctx, protocol.MethodChannelsTyping, typingParams{ChannelID: channel, Op: op}); err != nil {
+			r.limits.LogFor(&logTypingFailed, server, "server", server, "channel", channel, "op", op, "error", err.Error())
+		}
+	}
+	send(ctx, "start")
+	go func() {
+		defer r.wg.Done()
+		defer close(done)
+		t := time.NewTicker(TypingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				send(ctx, "start")
+			case <-ctx.Done():
+				// Stopped, or the host is closing: stop is sent either way,
+				// within a second.
+				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+				send(sctx, "stop")
+				scancel()
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}, true
+}
+
+// Outgoing streams an agent's speech to the server of the channel it will
+// be published in (SPEC §14.3): chunks as the model generates, then one
+// complete. It is made only for a server granted channels.streaming (it
+// declared streaming) and a registered channel: Stream returns nil
+// otherwise. The caller numbers the chunks (one counter per inference
+// across channels) and sends complete on every exit path of an inference
+// that sent chunks.
+type Outgoing struct {
+	r       *Registry
+	srv     *serverState
+	server  string
+	channel string
+}
+
+// chunkParams is channels/outgoing/chunk.
+type chunkParams struct {
+	InferenceID    string `json:"inferenceId"`
+	ConversationID string `json:"conversationId"`
+	ChannelID      string `json:"channelId"`
+	Index          int    `json:"index"`
+	Delta          string `json:"delta"`
+}
+
+// completeParams is channels/outgoing/complete.
+type completeParams struct {
+	InferenceID    string            `json:"inferenceId"`
+	ConversationID string            `json:"conversationId"`
+	ChannelID      string            `json:"channelId"`
+	Content        []json.RawMessage `json:"content"`
+}
+
+// Stream returns the stream of speech into server's channel, or nil when
+// nothing may be streamed there.
+func (r *Registry) Stream(server, channel string) *Outgoing {
+	srv := r.server(server)
+	if srv == nil || !srv.conn.Has("channels.streaming") || !r.registered(Key{server, channel}) {
+		return nil
+	}
+	return &Outgoing{r: r, srv: srv, server: server, channel: channel}
+}
+
+// Chunk sends one delta.
+func (o *Outgoing) Chunk(inferenceID, conversationID string, index int, delta string) {
+	o.send(protocol.MethodChannelsOutgoingChunk, chunkParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Index: index, Delta: delta})
+}
+
+// Complete closes the inference's stream with its full text.
+func (o *Outgoing) Complete(inferenceID, conversationID, text string) {
+	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
+	o.send(protocol.MethodChannelsOutgoingComplete, completeParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}})
+}
+
+func (o *Outgoing) send(method string, params any) {
+	ctx, cancel := context.WithTimeout(o.r.ctx, time.Second)
+	defer cancel()
+	if err := o.srv.conn.Notify(ctx, method, params); err != nil {
+		o.r.limits.LogFor(&logStreamFailed, o.server, "server", o.server, "channel", o.channel, "method", method, "error", err.Error())
+	}
+}
