@@ -44,19 +44,22 @@ type typingParams struct {
 // and every TypingInterval, then stop when the returned func is called (it
 // waits for the stop to be sent, within a second). Nothing is sent, and
 // the func does nothing, unless the server is granted channels.typing and
-// the channel is open; ok reports whether typing started.
+// the channel is open; ok reports whether typing started. Each repeat
+// checks both again: once the channel closes or the grant goes, no start
+// follows (and no stop either, without the grant). Registry.Close stops
+// typing at once: it is not lifecycle work to wait for.
 func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	srv := r.server(server)
-	if srv == nil || !srv.conn.Has("channels.typing") {
+	k := Key{server, channel}
+	if srv == nil || !r.typable(srv, k) {
 		return func() {}, false
 	}
 	r.mu.Lock()
-	c := r.chans[Key{server, channel}]
-	if r.closed || c == nil || c.entry == nil || !c.confirmed || !c.open {
+	if r.closed {
 		r.mu.Unlock()
 		return func() {}, false
 	}
-	r.wg.Add(1)
+	r.typingWG.Add(1)
 	r.mu.Unlock()
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
@@ -67,20 +70,29 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	}
 	send(ctx, "start")
 	go func() {
-		defer r.wg.Done()
+		defer r.typingWG.Done()
 		defer close(done)
 		t := time.NewTicker(TypingInterval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
+				if !r.typable(srv, k) {
+					// Closed, unregistered or no longer granted: the turn
+					// no longer types there.
+					if srv.conn.Has("channels.typing") {
+						r.sendStop(send)
+					}
+					<-ctx.Done()
+					return
+				}
 				send(ctx, "start")
 			case <-ctx.Done():
 				// Stopped, or the host is closing: stop is sent either way,
-				// within a second.
-				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-				send(sctx, "stop")
-				scancel()
+				// within a second, if the grant still holds.
+				if srv.conn.Has("channels.typing") {
+					r.sendStop(send)
+				}
 				return
 			}
 		}
@@ -92,6 +104,25 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 			<-done
 		})
 	}, true
+}
+
+// typable reports whether typing may be sent into k now: the server is
+// granted channels.typing and the channel is registered and open.
+func (r *Registry) typable(srv *serverState, k Key) bool {
+	if !srv.conn.Has("channels.typing") {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.chans[k]
+	return r.servers[k.Server] == srv && c != nil && c.entry != nil && c.confirmed && c.open
+}
+
+// sendStop sends a typing stop within a second, whatever ended the typing.
+func (r *Registry) sendStop(send func(context.Context, string)) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	send(ctx, "stop")
 }
 
 // Outgoing streams an agent's speech to the server of the channel it will

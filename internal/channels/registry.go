@@ -104,9 +104,10 @@ type Registry struct {
 	servers map[string]*serverState
 	chans   map[Key]*chanState
 
-	ctx    context.Context // ends at Close: every lifecycle request ends with it
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // lanes and background work
+	ctx      context.Context // ends at Close: every lifecycle request ends with it
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // lanes and background work
+	typingWG sync.WaitGroup // typing repeats: Close ends them, not waits for them
 }
 
 type serverState struct {
@@ -190,6 +191,7 @@ func (r *Registry) Close() {
 	}
 	r.cancel()
 	<-drained
+	r.typingWG.Wait()
 	r.limits.Close()
 }
 
