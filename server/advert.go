@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/mcpl-go/mcpl/internal/advert"
 	"github.com/mcpl-go/mcpl/internal/ordered"
@@ -26,4 +27,24 @@ func advertisement(caps []string, sets []FeatureSet) json.RawMessage {
 		fs, _ = json.Marshal(record) // strings only
 	}
 	return advert.Marshal(protocol.MCPLVersion05, caps, fs)
+}
+
+// advertised returns the capability paths to advertise: those
+// Options.Capabilities declares, then each a handler's setting advertises
+// that it does not, in vocabulary order. The caller holds s.mu.
+func (s *Server) advertised() []string {
+	paths := s.opts.Capabilities
+	for _, h := range []struct {
+		path string
+		set  bool
+	}{
+		{"channels.streaming", s.outgoing != nil},
+		{"channels.acknowledge", s.acknowledge != nil},
+		{"channels.typing", s.typing != nil},
+	} {
+		if h.set && !slices.Contains(paths, h.path) {
+			paths = append(slices.Clip(paths), h.path)
+		}
+	}
+	return paths
 }

@@ -84,6 +84,131 @@ func (s *Server) HandleChannelPublish(h func(ctx context.Context, req PublishReq
 	s.publish = h
 }
 
+// TypingRequest is channels/typing: the host's agent has started working
+// on a reply to a channel (Op TypingStart, which the host repeats, about
+// every 7 s, while it works), or has stopped (TypingStop).
+type TypingRequest struct {
+	ChannelID string
+	Op        string // TypingStart or TypingStop
+	Metadata  json.RawMessage
+}
+
+// The ops of channels/typing.
+const (
+	TypingStart = "start"
+	TypingStop  = "stop"
+)
+
+// HandleChannelTyping sets the handler of channels/typing, a notification:
+// show, or stop showing, that the agent is typing in a channel. A start
+// comes again every few seconds while the agent works; a platform's
+// indicator that lapses on its own is renewed by it, and one that does not
+// is shown once per run of starts. A message with no channelId, or an op
+// other than TypingStart and TypingStop, reaches no handler.
+//
+// Setting a handler advertises channels.typing. The server drops
+// channels/typing (with a log line) unless channels.typing is granted,
+// without calling the handler. It runs in arrival order with the other
+// channel handlers; see HandleChannelOpen.
+func (s *Server) HandleChannelTyping(h func(ctx context.Context, req TypingRequest)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.typing = h
+}
+
+// AcknowledgeRequest is channels/acknowledge: the host asks the server to
+// mark a message on its platform (a reaction), saying Intent with Value,
+// typically AckSeenNotOpening with an emoji such as "👀": the agent saw
+// the message, and stays out of its channel.
+type AcknowledgeRequest struct {
+	ChannelID string
+	MessageID string
+	Intent    string
+	Value     string
+}
+
+// AckSeenNotOpening is the acknowledgment intent of an agent that saw a
+// message addressing it in a channel it has not joined, and declined to
+// join: the message is marked seen, and no reply will come.
+const AckSeenNotOpening = "seen-not-opening"
+
+// AcknowledgeResult answers channels/acknowledge: whether the message was
+// marked, how the platform represents the mark (the emoji shown, when it
+// differs from the value asked for), and, when it was not, why.
+type AcknowledgeResult struct {
+	Acknowledged   bool   `json:"acknowledged"`
+	Representation string `json:"representation,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// HandleChannelAcknowledge sets the handler of channels/acknowledge: it
+// marks the message and returns the answer. ErrUnknownChannel answers
+// -32023; a *protocol.Error is sent as it is; any other error means
+// nothing was marked, answered {acknowledged: false, reason} with its
+// text. A request with no channelId or messageId is answered -32602. An
+// acknowledge sent as a notification gets no answer either way.
+//
+// Setting a handler advertises channels.acknowledge. The server answers
+// channels/acknowledge with -32002 unless channels.acknowledge is granted,
+// without calling the handler. It runs in arrival order with the other
+// channel handlers; see HandleChannelOpen.
+func (s *Server) HandleChannelAcknowledge(h func(ctx context.Context, req AcknowledgeRequest) (AcknowledgeResult, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acknowledge = h
+}
+
+// OutgoingEvent is one of the notifications of an outgoing stream (SPEC
+// §14.3): channels/outgoing/chunk, text the host's agent is generating for
+// a channel, or channels/outgoing/complete (Complete set), which ends the
+// stream of one (InferenceID, ChannelID) with its full text in Content.
+//
+// A stream is advisory, for live rendering (a message that grows as it is
+// written, synthesized speech): what the agent says reaches the channel
+// only by channels/publish, and a server must not post a stream as a
+// message (SPEC §14.5).
+type OutgoingEvent struct {
+	Complete       bool
+	InferenceID    string
+	ConversationID string
+	ChannelID      string
+	// Index orders a chunk among all the chunks of its inference, across
+	// channels: a channel's deltas in Index order make its streamed text.
+	// A chunk's only.
+	Index int
+	// Delta is a chunk's text.
+	Delta string
+	// Content is the stream's full text, as content blocks: a complete's
+	// only. It is authoritative over the chunks, some of which may have
+	// been lost.
+	Content []json.RawMessage
+}
+
+// Text returns a chunk's Delta, or the text of a complete's text blocks,
+// joined by newlines (protocol.JoinText).
+func (e OutgoingEvent) Text() string {
+	if e.Complete {
+		return protocol.JoinText(e.Content)
+	}
+	return e.Delta
+}
+
+// HandleOutgoing sets the handler of the outgoing stream,
+// channels/outgoing/chunk and channels/outgoing/complete, both
+// notifications: the handler gets each in the order the host sent them
+// (a complete after its chunks), with the other channel handlers; see
+// HandleChannelOpen. A message with no inferenceId or channelId reaches
+// no handler.
+//
+// Setting a handler advertises channels.streaming, without which a host
+// sends no stream (SPEC §14.3). The server drops both (with a log line)
+// unless channels.streaming is granted, without calling the handler.
+func (s *Server) HandleOutgoing(h func(ctx context.Context, ev OutgoingEvent)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outgoing = h
+}
+
 // denied answers a host → server channel method the policy does not
 // allow (SPEC §5.3, §5.4: a denied capability behaves as if never
 // advertised).
@@ -216,4 +341,102 @@ func (c *Conn) channelList(req *wire.Request) (any, error) {
 		return nil, err
 	}
 	return protocol.ChannelsListResult{Channels: orEmptyDescs(c.Channels())}, nil
+}
+
+// typingParams is channels/typing.
+type typingParams struct {
+	ChannelID string          `json:"channelId"`
+	Op        string          `json:"op"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+}
+
+func (c *Conn) channelTyping(ctx context.Context, req *wire.Request) (any, error) {
+	if err := c.denied(req, "channels.typing"); err != nil {
+		return nil, err // for a notification, the wire logs it
+	}
+	c.s.mu.RLock()
+	h := c.s.typing
+	c.s.mu.RUnlock()
+	if h == nil {
+		return nil, wire.ErrMethodNotFound
+	}
+	var p typingParams
+	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" || (p.Op != TypingStart && p.Op != TypingStop) {
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: `Invalid params: channels/typing needs a channelId and op "start" or "stop"`}
+	}
+	h(ctx, TypingRequest(p))
+	return struct{}{}, nil // sent as a request, it is answered {}
+}
+
+// acknowledgeParams is channels/acknowledge.
+type acknowledgeParams struct {
+	ChannelID string `json:"channelId"`
+	MessageID string `json:"messageId"`
+	Intent    string `json:"intent"`
+	Value     string `json:"value"`
+}
+
+func (c *Conn) channelAcknowledge(ctx context.Context, req *wire.Request) (any, error) {
+	if err := c.denied(req, "channels.acknowledge"); err != nil {
+		return nil, err
+	}
+	c.s.mu.RLock()
+	h := c.s.acknowledge
+	c.s.mu.RUnlock()
+	if h == nil {
+		return nil, wire.ErrMethodNotFound
+	}
+	var p acknowledgeParams
+	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" || p.MessageID == "" {
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/acknowledge needs a channelId and a messageId"}
+	}
+	res, err := h(ctx, AcknowledgeRequest(p))
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, ErrUnknownChannel):
+		return nil, unknownChannel(p.ChannelID)
+	}
+	if we, ok := asWireError(err); ok {
+		return nil, we
+	}
+	if req.IsNotification() {
+		c.log.Info("acknowledge notification not acknowledged", slog.String("channel", p.ChannelID), slog.String("reason", err.Error()))
+		return nil, nil
+	}
+	return AcknowledgeResult{Acknowledged: false, Reason: err.Error()}, nil
+}
+
+// outgoingParams is channels/outgoing/chunk and channels/outgoing/complete.
+type outgoingParams struct {
+	InferenceID    string            `json:"inferenceId"`
+	ConversationID string            `json:"conversationId,omitempty"`
+	ChannelID      string            `json:"channelId"`
+	Index          int               `json:"index"`
+	Delta          string            `json:"delta"`
+	Content        []json.RawMessage `json:"content"`
+}
+
+func (c *Conn) channelOutgoing(ctx context.Context, req *wire.Request) (any, error) {
+	if err := c.denied(req, "channels.streaming"); err != nil {
+		return nil, err // for a notification, the wire logs it
+	}
+	c.s.mu.RLock()
+	h := c.s.outgoing
+	c.s.mu.RUnlock()
+	if h == nil {
+		return nil, wire.ErrMethodNotFound
+	}
+	var p outgoingParams
+	if err := json.Unmarshal(req.Params, &p); err != nil || p.InferenceID == "" || p.ChannelID == "" {
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: " + req.Method + " needs an inferenceId and a channelId"}
+	}
+	ev := OutgoingEvent{InferenceID: p.InferenceID, ConversationID: p.ConversationID, ChannelID: p.ChannelID}
+	if req.Method == protocol.MethodChannelsOutgoingComplete {
+		ev.Complete, ev.Content = true, p.Content
+	} else {
+		ev.Index, ev.Delta = p.Index, p.Delta
+	}
+	h(ctx, ev)
+	return struct{}{}, nil // sent as a request, it is answered {}
 }

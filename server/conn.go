@@ -175,6 +175,12 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return c.channelPublish(ctx, req)
 	case protocol.MethodChannelsList:
 		return c.channelList(req)
+	case protocol.MethodChannelsTyping:
+		return c.channelTyping(ctx, req)
+	case protocol.MethodChannelsAcknowledge:
+		return c.channelAcknowledge(ctx, req)
+	case protocol.MethodChannelsOutgoingChunk, protocol.MethodChannelsOutgoingComplete:
+		return c.channelOutgoing(ctx, req)
 	}
 	return nil, wire.ErrMethodNotFound
 }

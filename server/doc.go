@@ -5,9 +5,12 @@
 // A Server holds the declarations: its name and version, the MCPL
 // capability paths it advertises (SPEC §5.1, built into the nested
 // advertisement from dot paths), its feature sets (SPEC §6.1, in the 0.5
-// record form), its tools, and its channel handlers. Each connection gets a
-// *Conn, which holds the policy the host granted and the methods that send
-// to the host.
+// record form), its tools, and its channel handlers. Most capabilities are
+// declared in Options.Capabilities; a few are advertised by what the
+// server sets: tools by a tool, channels.typing by HandleChannelTyping,
+// channels.acknowledge by HandleChannelAcknowledge, channels.streaming by
+// HandleOutgoing. Each connection gets a *Conn, which holds the policy the
+// host granted and the methods that send to the host.
 //
 // A connection's life, as the SDK runs it:
 //
@@ -27,12 +30,17 @@
 //     *GrantError and send nothing: RegisterChannels and ChangeChannels
 //     need channels.register, Incoming needs channels.incoming, PushEvent
 //     needs pushEvents and its feature set enabled. Likewise the host's
-//     channels/open and channels/close need channels.lifecycle, and
-//     channels/publish needs channels.publish, or they are answered -32002
-//     without reaching a handler.
+//     channels/open and channels/close need channels.lifecycle,
+//     channels/publish needs channels.publish, channels/acknowledge needs
+//     channels.acknowledge, channels/typing needs channels.typing, and
+//     channels/outgoing/chunk and channels/outgoing/complete need
+//     channels.streaming, or they reach no handler: a request is answered
+//     -32002, a notification dropped with a log line.
 //  4. Tools (AddTool, HandleTool) answer tools/call, each call in its own
 //     goroutine. Channel handlers (HandleChannelOpen, HandleChannelClose,
-//     HandleChannelPublish) run in the order the host sent their messages.
+//     HandleChannelPublish, HandleChannelAcknowledge, HandleChannelTyping,
+//     HandleOutgoing) run in the order the host sent their messages, on
+//     the connection's dispatch goroutine: they must not wait on the host.
 //  5. The connection ends when the host ends it (for stdio, when stdin
 //     closes), when the ctx it is served with ends, or at Conn.Close or
 //     Server.Close. ServeStdio and ServeConn return after

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -229,5 +231,88 @@ func TestSessionStdio(t *testing.T) {
 	}
 	if info := proc.CloseInfo(); info.ExitCode != 0 || info.Signal != "" {
 		t.Errorf("exit %d, signal %q: want a clean exit when stdin closed", info.ExitCode, info.Signal)
+	}
+}
+
+// TestSessionSignalsWebSocket connects a session that implements all seven
+// channel leaves to an SDK server over WebSocket: the handlers advertise
+// typing, acknowledge and streaming, the host grants them, and what it
+// sends reaches them, acknowledge's answer read back as the host reads it.
+func TestSessionSignalsWebSocket(t *testing.T) {
+	var sg signals
+	s := server.New("e2e", "1.0.0", &server.Options{
+		Logger:       quiet,
+		Capabilities: []string{"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"},
+		FeatureSets: []server.FeatureSet{{Name: "e2e.messaging", Description: "a chat connector", Uses: []string{
+			"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming",
+			"channels.streaming", "channels.acknowledge", "channels.typing",
+		}}},
+	})
+	sg.install(s)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+
+	var h sessionHost
+	cfg := h.config("e2e", func(ctx context.Context) (transport.Stream, error) {
+		return transport.DialWebSocket(ctx, url, transport.WebSocketOptions{Logger: quiet})
+	})
+	cfg.Implemented = append(cfg.Implemented, "channels.publish", "channels.streaming", "channels.acknowledge", "channels.typing")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	sess, err := session.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	st := sess.State()
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted || !slices.Equal(st.Grant.Enabled(), []string{"e2e.messaging"}) {
+		t.Fatalf("policy = %+v, enabled %v: want accepted, e2e.messaging enabled", st.Policy, st.Grant.Enabled())
+	}
+	for _, p := range []string{"channels.streaming", "channels.acknowledge", "channels.typing"} {
+		if !st.Grant.Has(p) {
+			t.Errorf("%s not granted", p)
+		}
+	}
+	for _, n := range []struct {
+		method string
+		params any
+	}{
+		{protocol.MethodChannelsTyping, map[string]string{"channelId": "chat:#a", "op": "start"}},
+		{protocol.MethodChannelsOutgoingChunk, map[string]any{"inferenceId": "inf-9", "conversationId": "conv-1", "channelId": "chat:#a", "index": 0, "delta": "Hi"}},
+		{protocol.MethodChannelsOutgoingComplete, map[string]any{"inferenceId": "inf-9", "conversationId": "conv-1", "channelId": "chat:#a",
+			"content": []any{map[string]string{"type": "text", "text": "Hi"}}}},
+		{protocol.MethodChannelsTyping, map[string]string{"channelId": "chat:#a", "op": "stop"}},
+	} {
+		if err := sess.Notify(ctx, n.method, n.params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ack struct {
+		Acknowledged   bool   `json:"acknowledged"`
+		Representation string `json:"representation"`
+		Reason         string `json:"reason"`
+	}
+	if err := sess.Call(ctx, protocol.MethodChannelsAcknowledge, map[string]string{"channelId": "chat:#a", "messageId": "m-1", "intent": "seen-not-opening", "value": "👀"}, &ack); err != nil {
+		t.Fatal(err)
+	}
+	if !ack.Acknowledged || ack.Representation != "👀" || ack.Reason != "" {
+		t.Errorf("acknowledge = %+v", ack)
+	}
+	got, conns := sg.calls()
+	want := []any{
+		server.TypingRequest{ChannelID: "chat:#a", Op: "start"},
+		server.OutgoingEvent{InferenceID: "inf-9", ConversationID: "conv-1", ChannelID: "chat:#a", Delta: "Hi"},
+		server.OutgoingEvent{Complete: true, InferenceID: "inf-9", ConversationID: "conv-1", ChannelID: "chat:#a",
+			Content: []json.RawMessage{json.RawMessage(`{"text":"Hi","type":"text"}`)}},
+		server.TypingRequest{ChannelID: "chat:#a", Op: "stop"},
+		server.AcknowledgeRequest{ChannelID: "chat:#a", MessageID: "m-1", Intent: "seen-not-opening", Value: "👀"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("handlers got (-want +got):\n%s", diff)
+	}
+	if slices.Contains(conns, false) {
+		t.Errorf("ConnFromContext failed in a handler: %v", conns)
 	}
 }

@@ -228,6 +228,35 @@ func ExampleServer_HandleChannelPublish() {
 	// -32023
 }
 
+// A chat connector marks a message the agent saw and stays out of: the
+// handler advertises channels.acknowledge, and runs once the host grants
+// it.
+func ExampleServer_HandleChannelAcknowledge() {
+	s := server.New("room", "1.0.0", &server.Options{Logger: discard})
+	s.HandleChannelAcknowledge(func(ctx context.Context, req server.AcknowledgeRequest) (server.AcknowledgeResult, error) {
+		if req.MessageID != "m-7" {
+			return server.AcknowledgeResult{Reason: "no such message"}, nil
+		}
+		fmt.Printf("react %s to %s in %s (%s)\n", req.Value, req.MessageID, req.ChannelID, req.Intent)
+		return server.AcknowledgeResult{Acknowledged: true, Representation: req.Value}, nil
+	})
+	host, done := pretendHost(s, nil)
+	defer done()
+	grantPolicy(host, "channels.acknowledge")
+	host.Call(context.Background(), "ping", nil, nil) // the grant applies once the receipt is written
+	for _, id := range []string{"m-7", "m-8"} {
+		var res json.RawMessage
+		host.Call(context.Background(), protocol.MethodChannelsAcknowledge, map[string]string{
+			"channelId": "room:#dev", "messageId": id, "intent": server.AckSeenNotOpening, "value": "👀",
+		}, &res)
+		fmt.Println(string(res))
+	}
+	// Output:
+	// react 👀 to m-7 in room:#dev (seen-not-opening)
+	// {"acknowledged":true,"representation":"👀"}
+	// {"acknowledged":false,"reason":"no such message"}
+}
+
 // One connection per WebSocket request: mount the Server as an
 // http.Handler.
 func ExampleServer_ServeHTTP() {

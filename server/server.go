@@ -38,8 +38,12 @@ type Options struct {
 	// is a capability itself ("inferenceRequest" of
 	// "inferenceRequest.streaming") is advertised with it.
 	// "tools" is MCP's own capability: it is advertised, as
-	// capabilities.tools, when a tool is added, whatever this says. A path
-	// outside the vocabulary panics in New.
+	// capabilities.tools, when a tool is added, whatever this says.
+	// channels.typing, channels.acknowledge and channels.streaming are
+	// advertised, after these, when their handler is set
+	// (HandleChannelTyping, HandleChannelAcknowledge, HandleOutgoing), as
+	// well as when this names them. A path outside the vocabulary panics in
+	// New.
 	Capabilities []string
 
 	// FeatureSets are the server's declared feature sets (SPEC §6.1),
@@ -98,7 +102,6 @@ type Server struct {
 	name, version string
 	opts          Options
 	log           *slog.Logger
-	mcpl          []byte // the experimental.mcpl advertisement
 
 	mu      sync.RWMutex
 	tools   []*tool
@@ -106,6 +109,10 @@ type Server struct {
 	open    func(context.Context, OpenRequest) (protocol.ChannelDescriptor, error)
 	close   func(context.Context, string) error
 	publish func(context.Context, PublishRequest) (string, error)
+	// The handlers whose setting advertises their capability.
+	typing      func(context.Context, TypingRequest)
+	acknowledge func(context.Context, AcknowledgeRequest) (AcknowledgeResult, error)
+	outgoing    func(context.Context, OutgoingEvent)
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -133,7 +140,6 @@ func New(name, version string, opts *Options) *Server {
 		version: version,
 		opts:    o,
 		log:     log,
-		mcpl:    advertisement(o.Capabilities, o.FeatureSets),
 		byName:  make(map[string]*tool),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -309,8 +315,9 @@ func (s *Server) initializeResult() protocol.InitializeResult {
 	if len(s.tools) > 0 {
 		caps.Tools = json.RawMessage(`{}`)
 	}
+	paths := s.advertised()
 	s.mu.RUnlock()
-	caps.Experimental["mcpl"] = s.mcpl
+	caps.Experimental["mcpl"] = advertisement(paths, s.opts.FeatureSets)
 	return protocol.InitializeResult{
 		ProtocolVersion: protocol.ProtocolVersion,
 		Capabilities:    caps,

@@ -235,6 +235,7 @@ func TestSchemaFor(t *testing.T) {
 		Arr    [2]string         `json:"arr"`
 		NoTag  int               // no tag: the Go name is the JSON name
 		Nested map[string][]bool `json:"nested,omitempty"`
+		//lint:ignore U1000 unexported, so left out of the schema: what this checks
 		hidden int
 	}
 	for _, tc := range []struct {

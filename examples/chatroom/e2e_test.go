@@ -36,8 +36,10 @@ const waitFor = 15 * time.Second
 var quietLog = slog.New(slog.DiscardHandler)
 
 // hostImplements is what the test host grants the room: every channel
-// capability it advertises, so the whole room can be driven.
-var hostImplements = []string{"tools", "channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"}
+// capability it advertises, all seven leaves, so the whole room can be
+// driven.
+var hostImplements = []string{"tools", "channels.register", "channels.lifecycle", "channels.publish", "channels.incoming",
+	"channels.streaming", "channels.acknowledge", "channels.typing"}
 
 // scenarioScript needs no clock: the host's reactions, made while it
 // answers channels/incoming (the room waits for that answer before its next
@@ -59,9 +61,10 @@ const scenarioScript = `
 // answers channels/register and channels/incoming, records what arrives,
 // and reacts to some messages by opening and closing channels.
 type testHost struct {
-	t    *testing.T
-	sess atomic.Pointer[session.Session]
-	up   chan struct{} // closed once sess is set (by Bind, before the connect)
+	t          *testing.T
+	implements []string // what the host grants: hostImplements unless set
+	sess       atomic.Pointer[session.Session]
+	up         chan struct{} // closed once sess is set (by Bind, before the connect)
 
 	mu         sync.Mutex
 	registered []protocol.ChannelDescriptor
@@ -70,7 +73,7 @@ type testHost struct {
 }
 
 func newTestHost(t *testing.T) *testHost {
-	return &testHost{t: t, up: make(chan struct{}), done: make(chan struct{})}
+	return &testHost{t: t, implements: hostImplements, up: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (h *testHost) handler() wire.Handler {
@@ -143,7 +146,7 @@ func (h *testHost) connect(dial func(context.Context) (transport.Stream, error))
 	s, err := session.Connect(ctx, session.Config{
 		ID:             "chatroom",
 		Dial:           dial,
-		Implemented:    hostImplements,
+		Implemented:    h.implements,
 		Handler:        h.handler(),
 		Logger:         quietLog,
 		RequestTimeout: waitFor,
@@ -170,7 +173,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Fatalf("policy = %+v, want accepted (every feature set's uses granted)", st.Policy)
 	}
-	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.messaging", "chat.replies"}) {
+	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.messaging"}) {
 		t.Errorf("enabled feature sets = %v", got)
 	}
 
@@ -209,6 +212,28 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		t.Errorf("incoming:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
 
+	// The agent works on an answer in #general: typing (the start
+	// repeated, as the host does every 7 s), the text streamed, then
+	// published, then the stop.
+	notify := func(method string, params any) {
+		t.Helper()
+		if err := sess.Notify(ctx, method, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	typing := func(channel, op string) {
+		notify(protocol.MethodChannelsTyping, map[string]string{"channelId": channel, "op": op})
+	}
+	chunk := func(inference, channel string, index int, delta string) {
+		notify(protocol.MethodChannelsOutgoingChunk, map[string]any{"inferenceId": inference, "conversationId": "conv-" + channel, "channelId": channel, "index": index, "delta": delta})
+	}
+	typing("chatroom:#general", "start")
+	typing("chatroom:#general", "start")
+	chunk("inf-1", "chatroom:#general", 0, "The release ")
+	chunk("inf-1", "chatroom:#general", 1, "is on Thursday.")
+	notify(protocol.MethodChannelsOutgoingComplete, map[string]any{"inferenceId": "inf-1", "conversationId": "conv-chatroom:#general", "channelId": "chatroom:#general",
+		"content": []json.RawMessage{json.RawMessage(`{"type":"text","text":"The release is on Thursday."}`)}})
+
 	// The agent speaks: delivered, with the room's id for it.
 	var pub protocol.ChannelsPublishResult
 	if err := sess.Call(ctx, protocol.MethodChannelsPublish, protocol.ChannelsPublishParams{
@@ -220,6 +245,37 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if !pub.Delivered || pub.MessageID != "chatroom-agent-1" {
 		t.Errorf("publish = %+v", pub)
 	}
+	typing("chatroom:#general", "start")
+	typing("chatroom:#general", "stop")
+	// In #dev the agent types, streams (the chunks arriving out of
+	// order, and a complete without text: the chunks make the text),
+	// and says nothing after all.
+	typing("chatroom:#dev", "start")
+	chunk("inf-2", "chatroom:#dev", 3, "world")
+	chunk("inf-2", "chatroom:#dev", 2, "hello ")
+	notify(protocol.MethodChannelsOutgoingComplete, map[string]any{"inferenceId": "inf-2", "channelId": "chatroom:#dev", "content": []any{}})
+	typing("chatroom:#dev", "stop")
+
+	// The agent saw carol's mention in #random (chatroom-7, the
+	// scenario's seventh post) and stays out: acknowledged with the
+	// value. A message the room does not know, or not in that channel,
+	// is not.
+	for _, tc := range []struct {
+		channel, message, want string
+	}{
+		{"chatroom:#random", "chatroom-7", `{"acknowledged":true,"representation":"👀"}`},
+		{"chatroom:#random", "chatroom-99", `{"acknowledged":false,"reason":"there is no message chatroom-99 in #random"}`},
+		{"chatroom:#dev", "chatroom-7", `{"acknowledged":false,"reason":"message chatroom-7 is in #random, not #dev"}`},
+	} {
+		var ack json.RawMessage
+		if err := sess.Call(ctx, protocol.MethodChannelsAcknowledge, map[string]string{"channelId": tc.channel, "messageId": tc.message, "intent": "seen-not-opening", "value": "👀"}, &ack); err != nil {
+			t.Fatal(err)
+		}
+		if string(ack) != tc.want {
+			t.Errorf("acknowledge %s in %s = %s, want %s", tc.message, tc.channel, ack, tc.want)
+		}
+	}
+
 	// An unknown channel is -32023, from the SDK's mapping of the room's
 	// answer.
 	err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{Type: "chatroom", Address: json.RawMessage(`{"channel":"#ops"}`)}, nil)
@@ -248,6 +304,30 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		"[#general] AGENT: The release is on Thursday.",
 	} {
 		tr.wait(t, line)
+	}
+	// What the host said of its agent's work: one line per change, in
+	// the order sent, none for the repeated start or for a stop after
+	// the agent's message.
+	signals := []string{
+		"[#general] (the agent is typing…)",
+		"[#general] (streamed to the room in 2 chunks: The release is on Thursday.)",
+		"[#general] AGENT: The release is on Thursday.",
+		"[#dev] (the agent is typing…)",
+		"[#dev] (streamed to the room in 2 chunks: hello world)",
+		"[#dev] (the agent stopped typing)",
+		"[#random] (the agent saw carol's message and stays out: 👀)",
+	}
+	tr.wait(t, signals[len(signals)-1])
+	var shown []string
+	for _, line := range strings.Split(tr.String(), "\n") {
+		if strings.Contains(line, "] (the agent ") && !strings.Contains(line, "the channel)") ||
+			strings.Contains(line, "] (streamed") || strings.Contains(line, "] AGENT: ") {
+			shown = append(shown, line)
+		}
+	}
+	if !slices.Equal(shown, signals) {
+		t.Errorf("typing, streams, reactions and the agent's messages in the transcript:\ngot  %s\nwant %s",
+			strings.Join(shown, "\n     "), strings.Join(signals, "\n     "))
 	}
 }
 

@@ -2,10 +2,13 @@
 // on the server SDK: channels #general (open from the start), #random and
 // #dev; simulated people who post on a schedule from a script, some
 // messages addressing the agent (tagged chat:mention), most of them
-// ambient. It honours channels/open, channels/close and channels/publish,
-// writes a transcript of the room (the agent's messages included) to
-// stderr, and exits when its stdin closes. README.md describes the script
-// format and the flags.
+// ambient. It declares one feature set, chat.messaging, using all seven
+// channel capabilities, and registers its channels only when the host
+// enables it. It honours channels/open, channels/close, channels/publish,
+// channels/typing, channels/acknowledge and the outgoing stream, writes a
+// transcript of the room (the agent's messages, typing and reactions
+// included) to stderr, and exits when its stdin closes. README.md
+// describes the script format and the flags.
 //
 //	go run ./examples/chatroom -speed 4
 package main

@@ -28,6 +28,14 @@ func channelID(name string) string { return channelType + ":" + name }
 // historyKeep bounds each channel's history, per connection.
 const historyKeep = 50
 
+// postsKeep bounds the messages, per connection, the host can acknowledge:
+// the latest this many.
+const postsKeep = 500
+
+// streamsKeep bounds the outgoing streams, per connection, that may be
+// open (chunks and no complete yet) at once.
+const streamsKeep = 32
+
 // Room is the simulated chat platform: its channels, the script its people
 // follow, and, per connected host, which channels that host has open.
 //
@@ -41,7 +49,18 @@ const historyKeep = 50
 // the transcript marks it delivered though the channel is not open. Other
 // posts in a closed channel still happen in the room: they are kept in the
 // channel's history (the history tool) and written to the transcript
-// marked not delivered, but never sent.
+// marked not delivered, but never sent. All of this needs the host to
+// enable chat.messaging, which needs all seven channel capabilities: under a
+// host that grants fewer, the room registers nothing and delivers nothing,
+// and the script plays into the transcript and history only.
+//
+// The room also shows what the host says about its agent's work, as a chat
+// platform does, in the transcript only: that the agent is typing in a
+// channel (channels/typing), that it saw a message and stays out of its
+// channel (channels/acknowledge, a reaction on the message), and the text
+// the host streamed to a channel while its agent wrote it
+// (channels/outgoing/chunk and complete). None of these is a message: what
+// the agent says reaches the room only by channels/publish.
 type Room struct {
 	posts      []Post
 	speed      float64
@@ -70,6 +89,14 @@ type visit struct {
 	history    map[string][]string
 	posted     int // the people's messages so far
 	said       int // the agent's messages so far
+	// posts are the people's recent messages by id ("chatroom-N"), for
+	// channels/acknowledge.
+	posts map[string]Post
+	// typing is the agent's typing state in each channel (by name).
+	typing map[string]typingState
+	// streams collects the chunks of each outgoing stream until its
+	// complete.
+	streams map[streamKey][]chunk
 	// spoke has a value after a message of the agent, for the script's
 	// "+agent" posts (Play).
 	spoke chan struct{}
@@ -80,7 +107,8 @@ func (r *Room) visitOf(c *server.Conn) *visit {
 	defer r.mu.Unlock()
 	v := r.visits[c]
 	if v == nil {
-		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}, spoke: make(chan struct{}, 1)}
+		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}, spoke: make(chan struct{}, 1),
+			posts: map[string]Post{}, typing: map[string]typingState{}, streams: map[streamKey][]chunk{}}
 		r.visits[c] = v
 	}
 	return v
@@ -122,33 +150,33 @@ func (v *visit) remember(name, line string) {
 	v.history[name] = h
 }
 
-// The room's feature sets. They are split along what a host may grant
-// apart: a host that only takes messages in (register, incoming) gets
-// chat.messaging whole, and the receipt honestly reports chat.replies
-// unavailable, rather than one set reported disabled while half of it
-// runs.
-const (
-	featureMessaging = "chat.messaging"
-	featureReplies   = "chat.replies"
-)
+// featureMessaging is the room's one feature set: the whole chat
+// platform, as real chat connectors declare it, using all seven channel
+// leaves. A host that grants fewer gets it disabled (the receipt says what
+// it misses), and the room then registers nothing and delivers nothing.
+const featureMessaging = "chat.messaging"
 
-// Server returns the room's MCPL server: it advertises channels register,
-// lifecycle, publish and incoming, declares the feature sets chat.messaging
-// and chat.replies, and has one tool, history.
+// channelLeaves are the seven channel capabilities of SPEC §14.1: what the
+// room advertises and what chat.messaging uses.
+var channelLeaves = []string{
+	"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming",
+	"channels.streaming", "channels.acknowledge", "channels.typing",
+}
+
+// Server returns the room's MCPL server: it advertises the seven channel
+// leaves, declares one feature set, chat.messaging, that uses them all,
+// serves every host → server channel method, and has one tool, history.
 func (r *Room) Server(version string) *server.Server {
 	s := server.New("chatroom", version, &server.Options{
 		Instructions: "A simulated chat room with channels #general, #random and #dev. " +
 			"People talk on a schedule; messages that address you are tagged chat:mention. " +
 			"Open a channel to receive its messages (those that address you arrive from any channel); use history to catch up on one.",
-		Capabilities: []string{"channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"},
+		Capabilities: channelLeaves,
 		FeatureSets: []server.FeatureSet{{
-			Name:        featureMessaging,
-			Description: "People's messages in the room's channels, delivered as they are posted",
-			Uses:        []string{"channels.register", "channels.incoming"},
-		}, {
-			Name:        featureReplies,
-			Description: "The agent opens and closes channels, and posts its own messages",
-			Uses:        []string{"channels.lifecycle", "channels.publish"},
+			Name: featureMessaging,
+			Description: "The room's channels: people's messages delivered as they are posted; the agent opens and closes channels, " +
+				"posts, reacts to a message it stays out of, and is shown typing and streaming",
+			Uses: channelLeaves,
 		}},
 		OnConnect: r.visitRoom,
 		Logger:    r.log,
@@ -156,6 +184,9 @@ func (r *Room) Server(version string) *server.Server {
 	s.HandleChannelOpen(r.open)
 	s.HandleChannelClose(r.close)
 	s.HandleChannelPublish(r.publish)
+	s.HandleChannelTyping(r.typing)
+	s.HandleChannelAcknowledge(r.acknowledge)
+	s.HandleOutgoing(r.outgoing)
 	server.AddTool(s, server.Tool{Name: "history", Description: "The recent messages of a channel, open or not, oldest first."}, r.history)
 	return s
 }
@@ -185,9 +216,16 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 		return
 	}
 	if p, _ := c.Policy(); !p.FeatureSetEnabled(featureMessaging) {
-		// The host did not grant (or chose not to enable) messages in:
-		// the room goes on, in the transcript and history only.
-		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered")
+		// The host did not grant all seven channel leaves (or chose not
+		// to enable the set): as a real connector does, the room runs no
+		// part of it, and goes on in the transcript and history only.
+		var missing []string
+		for _, leaf := range channelLeaves {
+			if !p.Has(leaf) {
+				missing = append(missing, leaf)
+			}
+		}
+		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered", "missing", missing)
 		Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
 		<-ctx.Done()
 		return
@@ -232,6 +270,11 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	}
 	line := p.Author + ": " + text
 	v.remember(p.Channel, line)
+	id := fmt.Sprintf("chatroom-%d", n)
+	v.mu.Lock()
+	v.posts[id] = p
+	delete(v.posts, fmt.Sprintf("chatroom-%d", n-postsKeep))
+	v.mu.Unlock()
 	switch {
 	case v.isOpen(p.Channel):
 		r.transcript.printf("[%s] %s", p.Channel, line)
@@ -244,7 +287,7 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	}
 	msg := server.Message{
 		ChannelID: channelID(p.Channel),
-		MessageID: fmt.Sprintf("chatroom-%d", n),
+		MessageID: id,
 		Author:    server.Author{ID: "u_" + p.Author, Name: p.Author},
 		Content:   server.TextContent(text),
 		Tags:      []string{"chat:ambient", "chat:from-human"},
@@ -323,6 +366,9 @@ func (r *Room) publish(ctx context.Context, p server.PublishRequest) (string, er
 	v.mu.Lock()
 	v.said++
 	id := fmt.Sprintf("chatroom-agent-%d", v.said)
+	if v.typing[name] == typingOn {
+		v.typing[name] = typingPosted // the message ends the indicator
+	}
 	v.mu.Unlock()
 	v.remember(name, "agent: "+text)
 	r.transcript.printf("[%s] AGENT: %s", name, text)
@@ -331,6 +377,135 @@ func (r *Room) publish(ctx context.Context, p server.PublishRequest) (string, er
 	default:
 	}
 	return id, nil
+}
+
+// typingState is the agent's typing indicator in a channel.
+type typingState int
+
+const (
+	typingOff    typingState = iota
+	typingOn                 // shown: a start came, and no stop since
+	typingPosted             // a start came, then the agent's message, which ended the indicator
+)
+
+// typing shows the agent typing: one transcript line at the first start
+// of a run of starts (the host repeats start every few seconds while its
+// agent works), and one at the stop if the agent said nothing in the
+// channel meanwhile; a message of the agent's ends the indicator, as on a
+// chat platform, so its stop needs no line.
+func (r *Room) typing(ctx context.Context, req server.TypingRequest) {
+	name, ok := channelName(server.OpenRequest{ChannelID: req.ChannelID})
+	if !ok {
+		r.log.Info("typing in an unknown channel ignored", "channel", req.ChannelID)
+		return
+	}
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	v.mu.Lock()
+	was := v.typing[name]
+	if req.Op == server.TypingStart {
+		if was == typingOff {
+			v.typing[name] = typingOn
+		}
+	} else {
+		delete(v.typing, name)
+	}
+	v.mu.Unlock()
+	switch {
+	case req.Op == server.TypingStart && was == typingOff:
+		r.transcript.printf("[%s] (the agent is typing…)", name)
+	case req.Op == server.TypingStop && was == typingOn:
+		r.transcript.printf("[%s] (the agent stopped typing)", name)
+	}
+}
+
+// acknowledge reacts to a person's message with the value the host sent
+// (an emoji): seen-not-opening, the agent saw it and stays out of the
+// channel. The message is one of the room's ("chatroom-N", among the
+// connection's latest), in the channel named; any other is answered
+// acknowledged false, with the reason.
+func (r *Room) acknowledge(ctx context.Context, req server.AcknowledgeRequest) (server.AcknowledgeResult, error) {
+	name, ok := channelName(server.OpenRequest{ChannelID: req.ChannelID})
+	if !ok {
+		return server.AcknowledgeResult{}, server.ErrUnknownChannel
+	}
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	v.mu.Lock()
+	p, known := v.posts[req.MessageID]
+	v.mu.Unlock()
+	switch {
+	case !known:
+		return server.AcknowledgeResult{Reason: fmt.Sprintf("there is no message %s in %s", req.MessageID, name)}, nil
+	case p.Channel != name:
+		return server.AcknowledgeResult{Reason: fmt.Sprintf("message %s is in %s, not %s", req.MessageID, p.Channel, name)}, nil
+	case req.Value == "":
+		return server.AcknowledgeResult{Reason: "nothing to react with: the acknowledgment has no value"}, nil
+	}
+	if req.Intent == server.AckSeenNotOpening {
+		r.transcript.printf("[%s] (the agent saw %s's message and stays out: %s)", name, p.Author, req.Value)
+	} else {
+		r.transcript.printf("[%s] (the agent reacted to %s's message: %s)", name, p.Author, req.Value)
+	}
+	return server.AcknowledgeResult{Acknowledged: true, Representation: req.Value}, nil
+}
+
+// streamKey names one outgoing stream: an inference's text for a channel.
+type streamKey struct{ inference, channel string }
+
+// chunk is one channels/outgoing/chunk of a stream.
+type chunk struct {
+	index int
+	delta string
+}
+
+// outgoing collects each stream's chunks, and at its complete writes one
+// transcript line with the streamed text: the complete's, or, when it has
+// none, the chunks' in index order. The stream is advisory: it is not a
+// message, and stays out of the history.
+func (r *Room) outgoing(ctx context.Context, ev server.OutgoingEvent) {
+	name, ok := channelName(server.OpenRequest{ChannelID: ev.ChannelID})
+	if !ok {
+		r.log.Info("outgoing stream to an unknown channel ignored", "channel", ev.ChannelID)
+		return
+	}
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	k := streamKey{ev.InferenceID, name}
+	v.mu.Lock()
+	chunks, open := v.streams[k]
+	if !ev.Complete {
+		if !open && len(v.streams) >= streamsKeep {
+			v.mu.Unlock()
+			r.log.Warn("outgoing stream dropped: too many streams without a complete", "channel", name, "inference", ev.InferenceID)
+			return
+		}
+		v.streams[k] = append(chunks, chunk{ev.Index, ev.Delta})
+		v.mu.Unlock()
+		return
+	}
+	delete(v.streams, k)
+	v.mu.Unlock()
+	text := ev.Text()
+	if strings.TrimSpace(text) == "" {
+		slices.SortStableFunc(chunks, func(a, b chunk) int { return a.index - b.index })
+		var b strings.Builder
+		for _, ch := range chunks {
+			b.WriteString(ch.delta)
+		}
+		text = b.String()
+	}
+	text = strings.TrimSpace(text)
+	switch {
+	case text == "":
+		r.log.Info("an outgoing stream completed with no text", "channel", name, "inference", ev.InferenceID)
+	case len(chunks) == 0:
+		r.transcript.printf("[%s] (streamed to the room: %s)", name, text)
+	case len(chunks) == 1:
+		r.transcript.printf("[%s] (streamed to the room in 1 chunk: %s)", name, text)
+	default:
+		r.transcript.printf("[%s] (streamed to the room in %d chunks: %s)", name, len(chunks), text)
+	}
 }
 
 type historyArgs struct {

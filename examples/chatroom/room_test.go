@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -95,4 +98,59 @@ func TestRoomSchedule(t *testing.T) {
 			t.Errorf("Serve = %v", err)
 		}
 	})
+}
+
+// TestRoomFourLeavesHost: a host that grants the four channel leaves it
+// had before streaming, acknowledge and typing gets chat.messaging
+// disabled, its receipt saying what it misses; the room then registers
+// nothing and delivers nothing, as a real connector does, and the script
+// plays into the transcript and the history only.
+func TestRoomFourLeavesHost(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader("+0s #general alice: one\n+0s #dev bob @agent: two\n"), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnd, roomEnd := net.Pipe()
+	tr, logs := newTranscript(), newTranscript()
+	s := NewRoom(posts, 1, false, tr, slog.New(slog.NewTextHandler(logs, nil))).Server("test")
+	served := make(chan error, 1)
+	go func() { served <- s.ServeConn(context.Background(), roomEnd) }()
+	h := newTestHost(t)
+	h.implements = []string{"tools", "channels.register", "channels.lifecycle", "channels.publish", "channels.incoming"}
+	sess := h.connect(func(context.Context) (transport.Stream, error) {
+		return transport.NewLineStream(hostEnd, hostEnd, hostEnd, 0), nil
+	})
+
+	st := sess.State()
+	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeDegraded || st.Policy.Receipt == nil {
+		t.Fatalf("policy = %+v, want degraded", st.Policy)
+	}
+	uf := st.Policy.Receipt.UnavailableFeatures
+	if len(uf) != 1 || uf[0].FeatureSet != "chat.messaging" ||
+		!slices.Equal(uf[0].MissingCapabilities, []string{"channels.streaming", "channels.acknowledge", "channels.typing"}) {
+		t.Errorf("unavailable features = %+v", uf)
+	}
+	if got := st.Grant.Enabled(); len(got) != 0 {
+		t.Errorf("enabled feature sets = %v, want none", got)
+	}
+	tr.wait(t, "[#general] alice: one   (not delivered: #general is not open)")
+	tr.wait(t, "[#dev] bob: @agent two   (not delivered: #dev is not open)")
+	logs.wait(t, `level=WARN msg="chat.messaging is not enabled; no channel is registered and no message delivered" missing="[channels.streaming channels.acknowledge channels.typing]"`)
+	// The history tool still answers.
+	var hist protocol.CallToolResult
+	if err := sess.Call(context.Background(), protocol.MethodToolsCall, protocol.CallToolParams{Name: "history", Arguments: json.RawMessage(`{"channel":"#general"}`)}, &hist); err != nil || hist.Text() != "alice: one" {
+		t.Errorf("history = %q, %v", hist.Text(), err)
+	}
+	sess.Close()
+	if err := <-served; err != nil {
+		t.Errorf("Serve = %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.registered) != 0 || len(h.incoming) != 0 {
+		t.Errorf("registered %v, incoming %v: want nothing", h.registered, h.incoming)
+	}
+	if strings.Contains(tr.String(), "(open from the start)") {
+		t.Errorf("the transcript says #general is open:\n%s", tr)
+	}
 }
