@@ -109,11 +109,19 @@ func (r *Request) ID() json.RawMessage { return r.id }
 // values are then ignored) and whoever holds the returned function calls it
 // exactly once, from any goroutine, with the result or the error. Later
 // calls do nothing. For a notification, the function does nothing.
+//
+// Defer may be called again, from whoever the request was handed to after
+// its handler returned (a message held until the policy settles is
+// deferred as it is held, then decided on another goroutine, whose
+// consumer defers it too): a later call changes nothing and returns the
+// same reply, so it doesn't race with the dispatcher that read the first.
 func (r *Request) Defer() func(result any, err error) {
-	r.deferred = true
-	if r.id != nil && !r.owed {
-		r.owed = true
-		r.peer.owed.add()
+	if !r.deferred {
+		r.deferred = true
+		if r.id != nil && !r.owed {
+			r.owed = true
+			r.peer.owed.add()
+		}
 	}
 	return func(result any, err error) { r.reply(result, err) }
 }

@@ -205,6 +205,15 @@ func TestEveryInboundRequestAnsweredOnce(t *testing.T) {
 		}
 		return nil, nil
 	})
+	// Deferred, then handed on to a goroutine that defers it again (as a
+	// request held until the policy settles is decided on another
+	// goroutine): no race with the dispatcher, one answer.
+	mux.HandleFunc("defer-again", func(_ context.Context, r *wire.Request) (any, error) {
+		r.Defer()
+		late.Add(1)
+		go func() { defer late.Done(); r.Defer()("again", nil) }()
+		return nil, nil
+	})
 	mux.HandleFunc("defer-error", func(_ context.Context, r *wire.Request) (any, error) {
 		reply := r.Defer()
 		late.Add(1)
@@ -242,13 +251,14 @@ func TestEveryInboundRequestAnsweredOnce(t *testing.T) {
 		`"defer-twice"`:  func(m wireMsg) bool { return string(m.Result) == `"first"` },
 		`"defer-race"`:   func(m wireMsg) bool { return string(m.Result) == `0` || string(m.Result) == `1` },
 		`"defer-error"`:  func(m wireMsg) bool { return isCode(m, -32044) },
+		`"defer-again"`:  func(m wireMsg) bool { return string(m.Result) == `"again"` },
 		`"defer-then-panic"`: func(m wireMsg) bool {
 			return isCode(m, -32603)
 		},
 		`"barrier"`: func(m wireMsg) bool { return string(m.Result) == `"barrier"` },
 	}
 	for _, id := range []string{"ok", "nil", "err", "rpcerr", "wrapped", "notfound", "unknown", "panic", "typednil",
-		"chan", "badjson", "marshalpanic", "defer-twice", "defer-race", "defer-error", "defer-then-panic"} {
+		"chan", "badjson", "marshalpanic", "defer-twice", "defer-race", "defer-again", "defer-error", "defer-then-panic"} {
 		method := id
 		if id == "unknown" {
 			method = "no/such/method"
