@@ -50,15 +50,15 @@ func command(s config.Server) transport.Command {
 // channels.streaming, channels.acknowledge, channels.typing and the
 // inference paths wait for theirs.
 func implemented() []string {
-	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish", "channels.acknowledge"}
+	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish",
+		"channels.acknowledge", "channels.typing", "channels.streaming"}
 }
 
 // agentPaths are the paths the agents consume: push events become
 // turns, context hooks run around their model calls, inference/lifecycle
-// announces those calls, model/info describes the primary's model, typing
-// and streamed speech go to the channel a turn speaks in.
+// announces those calls, model/info describes the primary's model.
 var agentPaths = []string{
-	"pushEvents", "modelInfo", "inferenceLifecycle", "channels.typing", "channels.streaming",
+	"pushEvents", "modelInfo", "inferenceLifecycle",
 	"contextHooks.beforeInference.observe",
 	"contextHooks.beforeInference.inject.system",
 	"contextHooks.beforeInference.inject.beforeUser",

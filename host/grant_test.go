@@ -37,7 +37,7 @@ var privilegedMethods = []struct {
 
 // served is what this host grants a server that advertises everything:
 // tools, and the channel paths its channel layer consumes.
-var served = []string{"channels.acknowledge", "channels.incoming", "channels.lifecycle", "channels.publish", "channels.register", "tools"}
+var served = []string{"channels.acknowledge", "channels.incoming", "channels.lifecycle", "channels.publish", "channels.register", "channels.streaming", "channels.typing", "tools"}
 
 // serverReport is what the test server's policy tool reports.
 type serverReport struct {
@@ -93,7 +93,7 @@ func TestGrantOnlyWhatIsServed(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	want := `{"version":"0.5","channels":{"register":true,"lifecycle":true,"publish":true,"incoming":true,"acknowledge":true},"featureSets":true}`
+	want := `{"version":"0.5","channels":{"register":true,"lifecycle":true,"publish":true,"incoming":true,"streaming":true,"acknowledge":true,"typing":true},"featureSets":true}`
 	if got := string(rep.Initialize.Capabilities.Experimental["mcpl"]); got != want {
 		t.Errorf("the host advertised %s, want %s", got, want)
 	}

@@ -76,7 +76,7 @@ func (l *eventLog) add(in session.Inbound) {
 		}
 		return
 	}
-	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: wire.Cut(in.Reason, maxEventPart)}
+	e := probeEvent{Method: in.Method, Request: in.Request, Admitted: in.Admitted, Reason: wire.Cut(in.Reason, maxEventPart), Note: eventNote(in)}
 	e.Params, e.ParamsOmitted = keepPart(in.Params)
 	if len(in.Params) == 0 {
 		e.Params = json.RawMessage("null")
@@ -106,13 +106,29 @@ func keepPart(raw json.RawMessage) (json.RawMessage, int) {
 }
 
 // eventLine is an event's line in the text report, escaped (term.Line)
-// and cut to maxEventLine runes.
+// and cut to maxEventLine runes: the method, the verdict, whether it came
+// as a request or a notification, the note (eventNote) if any, the params
+// and, for a request admitted, its answer.
 func eventLine(in session.Inbound) string {
-	verdict := "admitted"
-	if !in.Admitted {
-		verdict = "rejected: " + in.Reason
-	} else if in.Reason != "" {
-		verdict += " (" + in.Reason + ")"
+	kind := "request"
+	if !in.Request {
+		kind = "notification"
+	}
+	var verdict string
+	switch {
+	case !in.Admitted:
+		verdict = "rejected (" + kind + "): " + in.Reason
+	case in.Reason != "":
+		verdict = "admitted (" + kind + "; " + in.Reason + ")"
+	default:
+		verdict = "admitted (" + kind + ")"
+	}
+	if note := eventNote(in); note != "" {
+		sep := ": "
+		if !in.Admitted {
+			sep = "; "
+		}
+		verdict += sep + note
 	}
 	params := in.Params
 	if len(params) == 0 {
@@ -123,6 +139,26 @@ func eventLine(in session.Inbound) string {
 		line += " -> " + compact(in.Answer)
 	}
 	return cutRunes(term.Line(line), maxEventLine)
+}
+
+// incomingUnanswered is said of a channels/incoming that came as a
+// notification: the per-message results (ChannelsIncomingResult) are a
+// request's answer, so the server learns nothing of what became of its
+// messages.
+const incomingUnanswered = "a notification can't be answered with per-message results, so nothing tells the server which messages were kept"
+
+// eventNote is what a connector author needs told of an event beyond its
+// verdict: for a channels/incoming that came as a notification, that the
+// server can't learn which messages were kept, and what probe did with
+// them. It is "" for every other event.
+func eventNote(in session.Inbound) string {
+	if in.Method != protocol.MethodChannelsIncoming || in.Request {
+		return ""
+	}
+	if in.Admitted {
+		return incomingUnanswered + "; probe declined them all (it has no agent)"
+	}
+	return incomingUnanswered + " (none were)"
 }
 
 // cutRunes cuts s to n runes, ending it with "…" and how many bytes were

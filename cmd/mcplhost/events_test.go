@@ -53,9 +53,9 @@ func TestEventLogCounts(t *testing.T) {
 		prefix string
 		want   int
 	}{
-		{"event push/event: admitted {", maxEventsPerMethod},
-		{"event channels/incoming: rejected: no {}", 1},
-		{"event channels/register: admitted {", maxEventsPerMethod},
+		{"event push/event: admitted (request) {", maxEventsPerMethod},
+		{"event channels/incoming: rejected (request): no {}", 1},
+		{"event channels/register: admitted (request) {", maxEventsPerMethod},
 		{"event push/event: more than 20 arrived; further push/event events are counted, not printed", 1},
 		{"event channels/register: more than 20 arrived; further channels/register events are counted, not printed", 1},
 		{"events: 2 further push/event events were counted, not printed", 1},
@@ -91,7 +91,7 @@ func TestEventBounds(t *testing.T) {
 	l := &eventLog{out: &out, live: true}
 	l.add(in)
 	line := strings.TrimSuffix(out.String(), "\n")
-	full := "event push/event: rejected: " + in.Reason + " " + big
+	full := "event push/event: rejected (request): " + in.Reason + " " + big
 	escaped := strings.ReplaceAll(full, "\x1b", `\x1b`)
 	head, cut, ok := strings.Cut(line, "… (")
 	if !ok || !strings.HasPrefix(escaped, head) || utf8.RuneCountInString(head) != maxEventLine ||
@@ -111,11 +111,83 @@ func TestEventBounds(t *testing.T) {
 	// A short line is not cut; small params are kept as they came.
 	out.Reset()
 	l.add(pushEvent(1))
-	if got, want := out.String(), "event push/event: admitted {\"featureSet\":\"chat\",\"eventId\":\"e1\"} -> {\"accepted\":true}\n"; got != want {
+	if got, want := out.String(), "event push/event: admitted (request) {\"featureSet\":\"chat\",\"eventId\":\"e1\"} -> {\"accepted\":true}\n"; got != want {
 		t.Errorf("line = %q, want %q", got, want)
 	}
 	if e := l.all()[1]; string(e.Params) != `{"featureSet":"chat","eventId":"e1"}` || string(e.Answer) != `{"accepted":true}` {
 		t.Errorf("kept params %s, answer %s", e.Params, e.Answer)
+	}
+}
+
+// TestEventLineKinds pins each event's line and note: whether it came as
+// a request or a notification, and, for a channels/incoming notification,
+// that nothing tells the server which messages were kept.
+func TestEventLineKinds(t *testing.T) {
+	incoming := json.RawMessage(`{"messages":[{"channelId":"general","messageId":"m1"}]}`)
+	declined := json.RawMessage(`{"results":[{"messageId":"m1","accepted":false}]}`)
+	for _, tc := range []struct {
+		name       string
+		in         session.Inbound
+		line, note string
+	}{
+		{
+			name: "request admitted",
+			in:   session.Inbound{Method: protocol.MethodChannelsIncoming, Request: true, Admitted: true, Params: incoming, Answer: declined},
+			line: `event channels/incoming: admitted (request) {"messages":[{"channelId":"general","messageId":"m1"}]} -> {"results":[{"messageId":"m1","accepted":false}]}`,
+		},
+		{
+			name: "request admitted with a reason",
+			in: session.Inbound{Method: protocol.MethodPushEvent, Request: true, Admitted: true, Reason: "duplicate eventId: answered as before",
+				Params: json.RawMessage(`{"eventId":"e1"}`), Answer: json.RawMessage(`{"accepted":true}`)},
+			line: `event push/event: admitted (request; duplicate eventId: answered as before) {"eventId":"e1"} -> {"accepted":true}`,
+		},
+		{
+			name: "request rejected",
+			in:   session.Inbound{Method: protocol.MethodChannelsIncoming, Request: true, Reason: "no", Params: incoming, Answer: json.RawMessage(`{"code":-32002}`)},
+			line: `event channels/incoming: rejected (request): no {"messages":[{"channelId":"general","messageId":"m1"}]}`,
+		},
+		{
+			name: "notification admitted",
+			in:   session.Inbound{Method: protocol.MethodPushEvent, Admitted: true, Params: json.RawMessage(`{"eventId":"e1"}`)},
+			line: `event push/event: admitted (notification) {"eventId":"e1"}`,
+		},
+		{
+			name: "notification rejected",
+			in:   session.Inbound{Method: protocol.MethodChannelsRegister, Reason: "no"},
+			line: `event channels/register: rejected (notification): no null`,
+		},
+		{
+			name: "channels/incoming notification admitted",
+			in:   session.Inbound{Method: protocol.MethodChannelsIncoming, Admitted: true, Params: incoming},
+			line: `event channels/incoming: admitted (notification): a notification can't be answered with per-message results, so nothing tells the server which messages were kept; probe declined them all (it has no agent) {"messages":[{"channelId":"general","messageId":"m1"}]}`,
+			note: `a notification can't be answered with per-message results, so nothing tells the server which messages were kept; probe declined them all (it has no agent)`,
+		},
+		{
+			name: "channels/incoming notification rejected",
+			in:   session.Inbound{Method: protocol.MethodChannelsIncoming, Reason: "no", Params: incoming},
+			line: `event channels/incoming: rejected (notification): no; a notification can't be answered with per-message results, so nothing tells the server which messages were kept (none were) {"messages":[{"channelId":"general","messageId":"m1"}]}`,
+			note: `a notification can't be answered with per-message results, so nothing tells the server which messages were kept (none were)`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			l := &eventLog{out: &out, live: true}
+			l.add(tc.in)
+			if got := strings.TrimSuffix(out.String(), "\n"); got != tc.line {
+				t.Errorf("line:\n%s\nwant:\n%s", got, tc.line)
+			}
+			e := l.all()[0]
+			if e.Note != tc.note || e.Request != tc.in.Request {
+				t.Errorf("event: note %q, request %v; want note %q, request %v", e.Note, e.Request, tc.note, tc.in.Request)
+			}
+			b, _ := json.Marshal(e)
+			if want := fmt.Sprintf(`"request":%v,`, tc.in.Request); !strings.Contains(string(b), want) {
+				t.Errorf("event JSON %s lacks %s", b, want)
+			}
+			if hasNote := strings.Contains(string(b), `"note":`); hasNote != (tc.note != "") {
+				t.Errorf("event JSON %s: note given %v, want %v", b, hasNote, tc.note != "")
+			}
+		})
 	}
 }
 

@@ -25,9 +25,12 @@ const version = "0.1.0"
 // probeImplements is what the probe serves: MCP's tools, and, as a
 // diagnostic, push events (recorded and accepted), channel registrations
 // (recorded and accepted) and inbound messages (declined: no agent is
-// here). The host itself serves tools and channels (not push events) until
-// its agent layer does more.
-var probeImplements = []string{"tools", "pushEvents", "channels.register", "channels.incoming"}
+// here), and the channel leaves a host sends (lifecycle, publish,
+// acknowledge, typing, streaming), which the probe never sends: granted, so
+// that a chat connector's messaging feature set, which uses all seven, is
+// enabled, and the server shows what it does against a real host.
+var probeImplements = []string{"tools", "pushEvents", "channels.register", "channels.incoming",
+	"channels.lifecycle", "channels.publish", "channels.acknowledge", "channels.typing", "channels.streaming"}
 
 // channelsListWait bounds channels/list (--timeout lowers it): the
 // channels a server registered are known already, so its listing is not
@@ -47,6 +50,7 @@ type probe struct {
 
 	mu     sync.Mutex
 	stream transport.Stream // the connection's, for how it ended
+	noise  *noiseStream     // a stdio server's, counting its stdout lines that are not messages
 }
 
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -135,6 +139,7 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 		p.alive(sess, &rep, "the wait")
 	}
 	p.ev.finish()
+	rep.StdoutNoise = p.stdoutNoise()
 	if p.f.json {
 		// Printed last, the JSON report has every registration and event.
 		rep.Events = p.ev.all()
@@ -142,8 +147,11 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 		if !p.printJSON(stderr, rep) {
 			return exitFail
 		}
-	} else if rep.Ended != nil {
-		printEnd(p.stdout, "", p.f.id, rep.Ended)
+	} else {
+		printNoise(p.stdout, "", rep.StdoutNoise)
+		if rep.Ended != nil {
+			printEnd(p.stdout, "", p.f.id, rep.Ended)
+		}
 	}
 	if !complete {
 		return exitFail
@@ -156,6 +164,7 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 	rep := emptyReport(p.f.id)
 	rep.Events = p.ev.all()
+	rep.StdoutNoise = p.stdoutNoise()
 	switch {
 	case dialErr != nil:
 		rep.Error = fmt.Sprintf("could not %s: %v", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
@@ -187,6 +196,7 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 	} else {
 		printer{stderr}.linef("mcplhost probe: %s", rep.Error)
 	}
+	printNoise(stderr, "mcplhost probe: ", rep.StdoutNoise)
 	return exitFail
 }
 
@@ -225,9 +235,25 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stream = s
-	p.mu.Unlock()
+	if p.f.url == "" {
+		p.noise = &noiseStream{Stream: s}
+		return p.noise, nil
+	}
 	return s, nil
+}
+
+// stdoutNoise returns what the server wrote to its stdout that was not a
+// JSON-RPC message: nil when nothing was, and over WebSocket.
+func (p *probe) stdoutNoise() *probeNoise {
+	p.mu.Lock()
+	ns := p.noise
+	p.mu.Unlock()
+	if ns == nil {
+		return nil
+	}
+	return ns.noise()
 }
 
 // listTools lists the server's tools, unless host policy denies them; it

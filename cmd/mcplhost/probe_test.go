@@ -126,7 +126,7 @@ func TestProbeJSONPlainServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"mcpl", "policy", "grant", "ended"} {
+	for _, k := range []string{"mcpl", "policy", "grant", "stdoutNoise", "ended"} {
 		if string(got[k]) != "null" {
 			t.Errorf("%s = %s, want null", k, got[k])
 		}

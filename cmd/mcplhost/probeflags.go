@@ -55,7 +55,8 @@ flags:
   --token-env NAME    send the bearer token held in environment variable NAME (with --url)
   --inherit-env       give the command this process's whole environment
   --wait D            after the calls, keep listening for D, printing each privileged
-                      message the server sends (admitted or rejected, and why)
+                      message the server sends (request or notification, admitted or
+                      rejected, and why)
   --enable PATH       host policy: grant only capability paths matching these patterns
                       (repeatable; without it, everything advertised and implemented
                       except context injection)

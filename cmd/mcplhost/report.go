@@ -36,6 +36,10 @@ type probeReport struct {
 	// ChannelsIgnored counts the channels registered beyond the
 	// maxChannels kept.
 	ChannelsIgnored int `json:"channelsIgnored"`
+	// StdoutNoise counts the lines a server over stdio wrote to its
+	// stdout that were not JSON-RPC messages, which were skipped; null
+	// when there were none, and over WebSocket.
+	StdoutNoise *probeNoise `json:"stdoutNoise"`
 	// Ended says how the connection ended before the report was complete
 	// (or during --wait); null when it did not.
 	Ended *probeEnd `json:"ended"`
@@ -113,11 +117,17 @@ type probeResult struct {
 }
 
 type probeEvent struct {
-	Method   string          `json:"method"`
-	Request  bool            `json:"request"`
-	Admitted bool            `json:"admitted"`
-	Reason   string          `json:"reason,omitempty"`
-	Params   json.RawMessage `json:"params"`
+	Method string `json:"method"`
+	// Request is true for a message that came as a JSON-RPC request, false
+	// for one that came as a notification (no id: nothing answers it).
+	Request  bool   `json:"request"`
+	Admitted bool   `json:"admitted"`
+	Reason   string `json:"reason,omitempty"`
+	// Note is what the text line says beyond the verdict (eventNote): for
+	// a channels/incoming notification, that nothing tells the server
+	// which messages were kept.
+	Note   string          `json:"note,omitempty"`
+	Params json.RawMessage `json:"params"`
 	// Answer is what the host answered a request with: a result, or an
 	// error object; null for a notification.
 	Answer json.RawMessage `json:"answer"`
@@ -125,6 +135,14 @@ type probeEvent struct {
 	// an answer over maxEventPart, which is not kept: it is null then.
 	ParamsOmitted int `json:"paramsOmitted,omitempty"`
 	AnswerOmitted int `json:"answerOmitted,omitempty"`
+}
+
+// probeNoise is what a server over stdio wrote to its stdout that was not
+// a JSON-RPC message: how many lines, and the first of them, cut to
+// maxNoiseFirst bytes.
+type probeNoise struct {
+	Lines int    `json:"lines"`
+	First string `json:"first"`
 }
 
 // probeEnd is how the connection ended, and at which step.
@@ -366,6 +384,25 @@ func printCall(w io.Writer, r probeResult) {
 	default:
 		out.linef("call %s: %s", r.Name, r.Text)
 	}
+}
+
+// printNoise warns, once, of the lines the server wrote to its stdout that
+// were not JSON-RPC messages, if there were any (noiseLine).
+func printNoise(w io.Writer, prefix string, n *probeNoise) {
+	if n != nil {
+		printer{w}.linef("%s%s", prefix, noiseLine(n))
+	}
+}
+
+// noiseLine says in one line that the server wrote lines to its stdout
+// that are not JSON-RPC messages, how many, the first, and why that is
+// wrong on stdio.
+func noiseLine(n *probeNoise) string {
+	const why = "on stdio every stdout line must be one whole JSON-RPC message (logs go to stderr)"
+	if n.Lines == 1 {
+		return fmt.Sprintf("warning: the server wrote 1 line to stdout that is not a JSON-RPC message (%q); it was skipped: %s", n.First, why)
+	}
+	return fmt.Sprintf("warning: the server wrote %d lines to stdout that are not JSON-RPC messages (the first: %q); they were skipped: %s", n.Lines, n.First, why)
 }
 
 // printEnd says how the connection ended, at which step (endLine), and the

@@ -83,54 +83,7 @@ agents:
     system: You are Ada, in the team's chat room.
     allowedTools: all
 `)
-	// The transcript is a FIFO, read as it is written.
-	fifo := filepath.Join(dir, "transcript.jsonl")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	events := make(chan agent.Event, 100)
-	go func() {
-		defer close(events)
-		f, err := os.Open(fifo)
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var ev agent.Event
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events <- ev
-			}
-		}
-	}()
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", cfg, "--transcript", fifo}, &stdout, &stderr) }()
-
-	var got []agent.Event
-	timeout := time.After(60 * time.Second)
-	for turns := 0; turns < 3; {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				t.Fatalf("the transcript ended early:\n%s", stderr.String())
-			}
-			got = append(got, ev)
-			if ev.Event == agent.EventTurnEnd {
-				turns++
-			}
-		case <-timeout:
-			t.Fatalf("3 turns did not end; the transcript has %+v\nstderr:\n%s", got, stderr.String())
-		}
-	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("run ended with %d\n%s", code, stderr.String())
-	}
-	for range events {
-	}
+	got := runTurns(t, cfg, 3)
 	turn := func(n int64, kind string) []agent.Event {
 		var out []agent.Event
 		for _, ev := range got {
@@ -191,4 +144,61 @@ func TestRunUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runTurns runs mcplhost run on cfg, in-process, until the agents' turns
+// have ended n times, then stops it, and returns the transcript's events.
+// The transcript is a FIFO, read as it is written.
+func runTurns(t *testing.T, cfg string, n int) []agent.Event {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "transcript.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan agent.Event, 100)
+	go func() {
+		defer close(events)
+		f, err := os.Open(fifo)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var ev agent.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "--config", cfg, "--transcript", fifo}, &stdout, &stderr) }()
+	var got []agent.Event
+	timeout := time.After(60 * time.Second)
+	for turns := 0; turns < n; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the transcript ended early:\n%s", stderr.String())
+			}
+			got = append(got, ev)
+			if ev.Event == agent.EventTurnEnd {
+				turns++
+			}
+		case <-timeout:
+			cancel()
+			<-done
+			t.Fatalf("%d turns did not end; the transcript has %+v\nstderr:\n%s", n, got, stderr.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("run ended with %d\n%s", code, stderr.String())
+	}
+	for ev := range events {
+		got = append(got, ev)
+	}
+	return got
 }
