@@ -150,6 +150,11 @@ type Channels struct {
 	// makes DefaultSendTools(); empty (the file's sendTools: [])
 	// means none.
 	SendTools []string
+	// AcknowledgeSeen, when not "", is the value (an emoji, like 👀) of
+	// the acknowledgment sent for each message addressing an agent when a
+	// turn picks it up: channels/acknowledge with intent "seen", so that
+	// its author sees the agent has it. "" sends none.
+	AcknowledgeSeen string
 }
 
 // SubscriptionMode says which channels host policy opens: none, all, or a

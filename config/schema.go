@@ -15,7 +15,7 @@ var (
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
-	channelsKeys  = []string{"subscription", "sendTools"}
+	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen"}
 )
 
 // decodeFile decodes a whole file; it returns nil when the file is not a
@@ -202,6 +202,17 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 					// [] is an empty, non-nil list: no send tools.
 					if v, ok := d.list(e.val, path, e.key.Line, "a list of tool names", sendToolProblem); ok {
 						s.Channels.SendTools = v
+					}
+				case "acknowledgeSeen":
+					if v, ok := d.scalar(e.val, path, e.key.Line, "a short value, like an emoji"); ok {
+						switch {
+						case strings.TrimSpace(v) == "":
+							d.add(e.key.Line, path, "is empty; give a short value like \"👀\", or leave the key out to send no acknowledgment")
+						case len(v) > 64:
+							d.add(e.key.Line, path, "is %d bytes; an acknowledgment is a short value like an emoji, at most 64 bytes", len(v))
+						default:
+							s.Channels.AcknowledgeSeen = v
+						}
 					}
 				}
 			})

@@ -122,6 +122,10 @@ func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string
 	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
 }
 
+func (e agentEnv) Seen(server, channel, messageID string) {
+	e.h.channels.Seen(server, channel, messageID)
+}
+
 func (e agentEnv) Typing(server, channel string) (func(), bool) {
 	return e.h.channels.Typing(server, channel)
 }

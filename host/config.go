@@ -87,9 +87,10 @@ func implementedFor(s config.Server, set *agentSet) []string {
 // them.
 func channelConfig(s config.Server) channels.ServerConfig {
 	return channels.ServerConfig{
-		Admits:    s.Channels.Subscription.Admits,
-		SendTools: s.Channels.SendTools,
-		Timeout:   s.TimeoutFor(protocol.MethodChannelsOpen),
+		Admits:          s.Channels.Subscription.Admits,
+		SendTools:       s.Channels.SendTools,
+		AcknowledgeSeen: s.Channels.AcknowledgeSeen,
+		Timeout:         s.TimeoutFor(protocol.MethodChannelsOpen),
 	}
 }
 

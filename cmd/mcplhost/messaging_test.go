@@ -105,20 +105,23 @@ agents:
 		if code != exitOK || !strings.Contains(out, "\npolicy: accepted\n") || !strings.Contains(out, "\n  chat.messaging: enabled\n") {
 			t.Fatalf("probe: exit %d\n%s%s", code, out, errOut)
 		}
-		cfg := write("ws.yaml", "store: ./ws.db\nservers:\n  - id: room\n    url: "+url+"\n"+agents)
+		cfg := write("ws.yaml", "store: ./ws.db\nservers:\n  - id: room\n    url: "+url+"\n    channels: {acknowledgeSeen: \"👀\"}\n"+agents)
 		check(t, runTurns(t, cfg, 2))
-		// The room saw the reply typed, streamed whole, then posted, and
-		// the acknowledgment (the probe's visit wrote nothing of these).
+		// The room saw alice's message acknowledged as seen
+		// (acknowledgeSeen), the reply typed, streamed whole, then posted,
+		// and dave's invitation declined with an acknowledgment (the
+		// probe's visit wrote nothing of these).
 		roomLog.waitFor(t, "(the agent saw dave's message and stays out: 👀)")
+		roomLog.waitFor(t, "(the agent reacted to alice's message: 👀)") // sent beside the turn, in no set order
+		want := []string{"(the agent is typing…)", "(streamed to the room", "AGENT: Hello alice", "(the agent saw dave"}
 		var seen []string
 		for _, l := range roomLog.lines() {
-			for _, mark := range []string{"(the agent is typing…)", "(streamed to the room", "AGENT: Hello alice", "(the agent saw dave"} {
+			for _, mark := range want {
 				if strings.Contains(l, mark) {
 					seen = append(seen, mark)
 				}
 			}
 		}
-		want := []string{"(the agent is typing…)", "(streamed to the room", "AGENT: Hello alice", "(the agent saw dave"}
 		if !slices.Equal(seen, want) {
 			t.Errorf("the room saw, in order, %q; want %q\nroom:\n%s", seen, want, strings.Join(roomLog.lines(), "\n"))
 		}

@@ -35,7 +35,8 @@ type fakeEnv struct {
 	// take typing and streaming; what they were sent, in order.
 	typing  map[string]bool
 	streams map[string]bool
-	signals []string // "typing start s/c", "chunk s/c 0 Hel", "complete s/c Hello"
+	signals []string // "typing start s/c", "chunk s/c 0 Hel", "complete s/c Hello", "seen s/c m1"
+	seen    bool     // record Seen in signals
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
@@ -525,4 +526,12 @@ func (e *fakeEnv) sent() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.signals...)
+}
+
+func (e *fakeEnv) Seen(server, channel, messageID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.seen {
+		e.signals = append(e.signals, "seen "+server+"/"+channel+" "+messageID)
+	}
 }

@@ -285,6 +285,11 @@ func (t *turn) run(items []item, notices []string) {
 		t.locus = &home
 	}
 	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
+	for _, it := range items {
+		if it.addressed && it.locus != nil {
+			t.r.rt.opts.Env.Seen(it.wake.Server, it.wake.Channel, it.wake.MessageID)
+		}
+	}
 	stopTyping := t.typing()
 	t.addNotices(notices)
 	t.flushNotices()

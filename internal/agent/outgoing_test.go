@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/model"
 )
 
@@ -113,6 +114,22 @@ func TestAbortedStreamCompletes(t *testing.T) {
 		h.rt.Close()
 		want := []string{"typing start chat/general", "chunk chat/general 0 Hel", "complete chat/general Hel", "typing stop chat/general"}
 		if diff := cmp.Diff(want, h.env.sent()); diff != "" {
+			t.Errorf("sent (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestSeenForAddressed: a turn tells the servers it has the messages that
+// addressed the agent, and only those.
+func TestSeenForAddressed(t *testing.T) {
+	env := newEnv()
+	env.seen = true
+	bubble(t, Options{Env: env}, func(h *harness) {
+		h.env.channel("chat", "general", "open")
+		addMessages(t, h.st, chanMsg("chat", "general", "g1", "ambient"), chanMsg("chat", "general", "g2", "to you", content.TagAddressed))
+		h.rt.Wake()
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"seen chat/general g2"}, h.env.sent()); diff != "" {
 			t.Errorf("sent (-want +got):\n%s", diff)
 		}
 	})

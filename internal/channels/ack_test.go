@@ -317,3 +317,35 @@ func TestDeclineAcknowledgedDeclineUnrecorded(t *testing.T) {
 		rg.logs.One(t, "a declined invitation could not be recorded (the channel's closed decision is)")
 	})
 }
+
+// TestSeen: with the server's acknowledgeSeen set and the grant, a turn's
+// pickup of an addressed message sends channels/acknowledge with intent
+// "seen"; without either, nothing.
+func TestSeen(t *testing.T) {
+	t.Run("sent", func(t *testing.T) {
+		rg := newRig(t, rigCaps("channels.acknowledge")...)
+		rg.reg.AddServer("s", rg.srv, ServerConfig{AcknowledgeSeen: "👀"})
+		rg.reg.Seen("s", "c", "m1")
+		c := <-rg.srv.calls
+		if c.method != methodAck {
+			t.Fatalf("sent %s", c)
+		}
+		checkJSON(t, "channels/acknowledge params", c.params, `{"channelId":"c","messageId":"m1","intent":"seen","value":"👀"}`)
+		c.answer(map[string]any{"acknowledged": true, "representation": "👀"})
+	})
+	for name, caps := range map[string][]string{"no setting": rigCaps("channels.acknowledge"), "no grant": rigCaps()} {
+		t.Run(name, func(t *testing.T) {
+			rg := newRig(t, caps...)
+			if name == "no grant" {
+				rg.reg.AddServer("s", rg.srv, ServerConfig{AcknowledgeSeen: "👀"})
+			}
+			rg.reg.Seen("s", "c", "m1")
+			rg.reg.Close()
+			select {
+			case c := <-rg.srv.calls:
+				t.Errorf("sent %s", c)
+			default:
+			}
+		})
+	}
+}

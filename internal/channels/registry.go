@@ -61,6 +61,9 @@ type ServerConfig struct {
 	// Timeout is the deadline of channels/open, channels/close and
 	// channels/publish; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// AcknowledgeSeen is the value of the acknowledgment Seen sends; ""
+	// sends none (config channels.acknowledgeSeen).
+	AcknowledgeSeen string
 }
 
 // DefaultTimeout bounds a lifecycle request when the server's config gives

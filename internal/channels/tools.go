@@ -360,9 +360,44 @@ func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage
 	return ok(out)
 }
 
-// AckIntent is the one acknowledgment intent this host sends: the agent
-// saw the message and stays out of its channel.
-const AckIntent = "seen-not-opening"
+// Acknowledgment intents this host sends: the agent saw the message and
+// stays out of its channel (channel_decline); the agent has the message
+// (a turn picked it up, Seen).
+const (
+	AckIntent     = "seen-not-opening"
+	AckIntentSeen = "seen"
+)
+
+// Seen tells the channel's server that an agent has a message that
+// addressed it (a turn picked it up), as the server's
+// channels.acknowledgeSeen asks: channels/acknowledge with intent "seen",
+// in the background. Nothing is sent without that setting or the
+// channels.acknowledge grant; a failure is logged.
+func (r *Registry) Seen(server, channel, messageID string) {
+	srv := r.server(server)
+	if srv == nil || srv.cfg.AcknowledgeSeen == "" || !srv.conn.Has("channels.acknowledge") {
+		return
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		var res acknowledgeResult
+		p := acknowledgeParams{ChannelID: channel, MessageID: messageID, Intent: AckIntentSeen, Value: srv.cfg.AcknowledgeSeen}
+		err := srv.conn.Call(r.ctx, protocol.MethodChannelsAcknowledge, p, &res, srv.cfg.Timeout)
+		switch {
+		case err != nil:
+			r.log.Warn("channels/acknowledge (seen) failed", "server", server, "channel", channel, "message", messageID, "error", err.Error())
+		case !res.Acknowledged:
+			r.log.Info("channels/acknowledge (seen) not acknowledged", "server", server, "channel", channel, "message", messageID, "reason", res.Reason)
+		}
+	}()
+}
 
 // acknowledgeParams is channels/acknowledge as this host sends it.
 type acknowledgeParams struct {
