@@ -42,7 +42,8 @@ agents:
   - name: ada
     model: {provider: scripted, script: ./ada.yaml}
 `
-	check := func(t *testing.T, got []agent.Event) {
+	// firstTurn checks turn 1: typed, streamed and published, in order.
+	firstTurn := func(t *testing.T, got []agent.Event, reply string) {
 		t.Helper()
 		var turn1 []string
 		for _, ev := range got {
@@ -58,13 +59,17 @@ agents:
 		}
 		want := []string{
 			"typing start chatroom:#general",
-			"streamed chatroom:#general: Hello alice, here I am.",
-			"speech chatroom:#general: Hello alice, here I am.",
+			"streamed chatroom:#general: " + reply,
+			"speech chatroom:#general: " + reply,
 			"typing stop chatroom:#general",
 		}
 		if !slices.Equal(turn1, want) {
 			t.Errorf("turn 1:\n%s\nwant:\n%s", strings.Join(turn1, "\n"), strings.Join(want, "\n"))
 		}
+	}
+	check := func(t *testing.T, got []agent.Event) {
+		t.Helper()
+		firstTurn(t, got, "Hello alice, here I am.")
 		var decline *agent.Event
 		for i, ev := range got {
 			if ev.Turn == 2 && ev.Event == agent.EventTool {
@@ -84,6 +89,14 @@ agents:
 		}
 		cfg := write("stdio.yaml", "store: ./stdio.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -script, "+room+"]\n"+agents)
 		check(t, runTurns(t, cfg, 2))
+	})
+
+	// The acceptance's own words: the scripted echo model.
+	t.Run("echo", func(t *testing.T) {
+		one := write("one.script", "+0s #general alice @agent: hello there\n")
+		cfg := write("echo.yaml", "store: ./echo.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -script, "+one+"]\n"+
+			"agents:\n  - name: ada\n    model: {provider: scripted, echo: true}\n")
+		firstTurn(t, runTurns(t, cfg, 1), "@agent hello there")
 	})
 
 	t.Run("websocket", func(t *testing.T) {
