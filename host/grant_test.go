@@ -182,7 +182,7 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 		t.Errorf("grant %v holds tools", st.Grant.Effective)
 	}
 	// A pattern that can do nothing here is said in the log.
-	if err := h.Connect(t.Context(), server(t, "id: n\ncommand: "+ts(t)+"\ncapabilities: {enable: [tools, channels.typing, chanels.*]}")); err != nil {
+	if err := h.Connect(t.Context(), server(t, "id: n\ncommand: "+ts(t)+"\ncapabilities: {enable: [tools, modelInfo, chanels.*]}")); err != nil {
 		t.Fatal(err)
 	}
 	var problems []string
@@ -191,7 +191,7 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 			problems = append(problems, r.Attr("pattern")+"="+r.Attr("problem"))
 		}
 	}
-	if want := []string{"channels.typing=not_implemented", "chanels.*=unknown"}; !slices.Equal(problems, want) {
+	if want := []string{"modelInfo=not_implemented", "chanels.*=unknown"}; !slices.Equal(problems, want) {
 		t.Errorf("pattern notes %v, want %v", problems, want)
 	}
 	wantOK(t, h, "n--echo", `{"text":"hi"}`, "hi")
