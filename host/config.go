@@ -46,9 +46,9 @@ func command(s config.Server) transport.Command {
 
 // implemented is what this host implements for every server: each path
 // has its consumer wired (a grant is a promise, SPEC §5.4): tools, and the
-// channel capabilities package channels serves. pushEvents,
-// channels.streaming, channels.acknowledge, channels.typing and the
-// inference paths wait for theirs.
+// seven channel leaves package channels serves (typing and streaming are
+// sent around an agent's speech, so a host without agents sends none).
+// The agent paths come with agents (implementedFor).
 func implemented() []string {
 	return []string{"tools", "channels.register", "channels.incoming", "channels.lifecycle", "channels.publish",
 		"channels.acknowledge", "channels.typing", "channels.streaming"}

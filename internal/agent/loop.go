@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/model"
@@ -209,6 +210,8 @@ type turn struct {
 	pending []model.Block   // notices and outcomes not yet in msgs
 	events  []Event         // the transcript's, kept in the store too
 	locus   *forkKey        // where speech goes; nil: nowhere
+	// streamed: the last model call's prose went out as a stream.
+	streamed bool
 	// acted: a tool was called or prose was posted, so the turn has had
 	// an effect and is recorded even when cut short.
 	acted atomic.Bool
@@ -377,7 +380,10 @@ func (t *turn) think(userText *string) string {
 		// The prose goes after the calls: a post by one of them stands
 		// for it.
 		if text := strings.TrimSpace(resp.Text()); text != "" {
-			if tool := t.postedBy(calls, results); tool != "" {
+			// Prose already streamed to its channel is posted whatever
+			// the calls did: a stream carries only what is delivered
+			// (SPEC §14.3).
+			if tool := t.postedBy(calls, results); tool != "" && !t.streamed {
 				t.event(Event{Event: EventSpeech, Outcome: "withheld", Tool: tool, Text: text})
 				t.note(textWithheld(tool))
 			} else {
@@ -438,8 +444,9 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 		req.OnText = s.delta
 	}
 	resp, err := r.spec.Model.Generate(t.ctx, req)
+	t.streamed = false
 	if s != nil {
-		s.complete()
+		t.streamed = s.complete()
 	}
 	if life != nil {
 		switch {
@@ -557,10 +564,14 @@ func (t *turn) stream(inf Inference) *streaming {
 }
 
 // delta streams a piece of text; one that comes after the call ended is
-// dropped.
+// dropped, and so is the white space before the first words (the speech
+// published is trimmed).
 func (s *streaming) delta(d string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.index == 0 {
+		d = strings.TrimLeftFunc(d, unicode.IsSpace)
+	}
 	if s.done || d == "" {
 		return
 	}
@@ -569,15 +580,18 @@ func (s *streaming) delta(d string) {
 	s.text.WriteString(d)
 }
 
-// complete closes the stream, if any chunk went out, with its full text:
-// on every exit of the model call.
-func (s *streaming) complete() {
+// complete closes the stream, if any chunk went out, with its full text
+// as it is published (trimmed): on every exit of the model call. It
+// reports whether any chunk went out.
+func (s *streaming) complete() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.done = true
 	if s.index == 0 {
-		return
+		return false
 	}
-	s.to.Complete(s.inf.ID, s.inf.Conversation, s.text.String())
-	s.t.event(Event{Event: EventStreamed, Server: s.where.server, Channel: s.where.channel, Text: s.text.String()})
+	text := strings.TrimSpace(s.text.String())
+	s.to.Complete(s.inf.ID, s.inf.Conversation, text)
+	s.t.event(Event{Event: EventStreamed, Server: s.where.server, Channel: s.where.channel, Text: text})
+	return true
 }

@@ -134,3 +134,38 @@ func TestSeenForAddressed(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamedProseIsPosted: prose that went out as a stream is posted
+// even beside a call that posted (a stream carries only what is
+// delivered), and the stream, like the post, is trimmed.
+func TestStreamedProseIsPosted(t *testing.T) {
+	env := newEnv("chat--send")
+	env.silences["chat--send"] = true
+	env.streams = map[string]bool{"chat/general": true}
+	m := &fakeModel{respond: script(respond(model.StopToolUse, textBlock("  posting it "), callBlock("c1", "chat--send")))}
+	opts := Options{Env: env, Agents: []Spec{{Name: "ada", Model: streamingModel{m}}}}
+	bubble(t, opts, func(h *harness) {
+		h.env.channel("chat", "general", "open")
+		h.add(chanMsg("chat", "general", "g1", "hi"))
+		want := []string{"chunk chat/general 0 posting it ", "complete chat/general posting it"}
+		if diff := cmp.Diff(want, h.env.sent()); diff != "" {
+			t.Errorf("sent (-want +got):\n%s", diff)
+		}
+		if _, _, _, pubs := h.env.snapshot(); len(pubs) != 1 || pubs[0].Text != "posting it" {
+			t.Errorf("published %+v", pubs)
+		}
+	})
+}
+
+// streamingModel streams its answer's text in one piece before answering.
+type streamingModel struct{ m *fakeModel }
+
+func (s streamingModel) Info() model.Info { return s.m.Info() }
+
+func (s streamingModel) Generate(ctx context.Context, req model.Request) (model.Response, error) {
+	resp, err := s.m.Generate(ctx, req)
+	if err == nil && req.OnText != nil {
+		req.OnText(resp.Text())
+	}
+	return resp, err
+}

@@ -42,12 +42,15 @@ type typingParams struct {
 
 // Typing tells server that an agent is typing in channel: start at once
 // and every TypingInterval, then stop when the returned func is called (it
-// waits for the stop to be sent, within a second). Nothing is sent, and
-// the func does nothing, unless the server is granted channels.typing and
-// the channel is open; ok reports whether typing started. Each repeat
-// checks both again: once the channel closes or the grant goes, no start
-// follows (and no stop either, without the grant). Registry.Close stops
-// typing at once: it is not lifecycle work to wait for.
+// waits for the stop to be sent). Nothing is sent, and the func does
+// nothing, unless the server is granted channels.typing and the channel is
+// open (selected open, or confirmed open); ok reports whether typing
+// started. Each send checks both again: once the channel closes or the
+// grant goes, nothing more is sent, stop included. The sends go from a
+// goroutine of their own, never the caller's, and are not cut short by
+// stop (a write cut short would end the connection): the connection's
+// write deadline bounds them. Registry.Close stops typing at once: it is
+// not lifecycle work to wait for.
 func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	srv := r.server(server)
 	k := Key{server, channel}
@@ -63,36 +66,27 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan struct{})
-	send := func(ctx context.Context, op string) {
-		if err := srv.conn.Notify(ctx, protocol.MethodChannelsTyping, typingParams{ChannelID: channel, Op: op}); err != nil {
+	send := func(op string) {
+		if !r.typable(srv, k) {
+			return
+		}
+		if err := srv.conn.Notify(context.Background(), protocol.MethodChannelsTyping, typingParams{ChannelID: channel, Op: op}); err != nil {
 			r.limits.LogFor(&logTypingFailed, server, "server", server, "channel", channel, "op", op, "error", err.Error())
 		}
 	}
-	send(ctx, "start")
 	go func() {
 		defer r.typingWG.Done()
 		defer close(done)
+		send("start")
 		t := time.NewTicker(TypingInterval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				if !r.typable(srv, k) {
-					// Closed, unregistered or no longer granted: the turn
-					// no longer types there.
-					if srv.conn.Has("channels.typing") {
-						r.sendStop(send)
-					}
-					<-ctx.Done()
-					return
-				}
-				send(ctx, "start")
+				send("start")
 			case <-ctx.Done():
-				// Stopped, or the host is closing: stop is sent either way,
-				// within a second, if the grant still holds.
-				if srv.conn.Has("channels.typing") {
-					r.sendStop(send)
-				}
+				// Stopped, or the host is closing.
+				send("stop")
 				return
 			}
 		}
@@ -109,20 +103,16 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 // typable reports whether typing may be sent into k now: the server is
 // granted channels.typing and the channel is registered and open.
 func (r *Registry) typable(srv *serverState, k Key) bool {
-	if !srv.conn.Has("channels.typing") {
-		return false
-	}
+	return srv.conn.Has("channels.typing") && r.openOn(srv, k)
+}
+
+// openOn reports whether k is registered by srv (still the server's
+// connection) and open: selected open, or confirmed open.
+func (r *Registry) openOn(srv *serverState, k Key) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.chans[k]
-	return r.servers[k.Server] == srv && c != nil && c.entry != nil && c.confirmed && c.open
-}
-
-// sendStop sends a typing stop within a second, whatever ended the typing.
-func (r *Registry) sendStop(send func(context.Context, string)) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	send(ctx, "stop")
+	return r.servers[k.Server] == srv && c != nil && c.entry != nil && (wantOpen(c.decision) || (c.confirmed && c.open))
 }
 
 // Outgoing streams an agent's speech to the server of the channel it will
@@ -157,13 +147,26 @@ type completeParams struct {
 }
 
 // Stream returns the stream of speech into server's channel, or nil when
-// nothing may be streamed there.
+// nothing may be streamed there: the server isn't granted
+// channels.streaming, or the delivery path would refuse the speech (the
+// server isn't granted channels.publish, the channel isn't registered).
 func (r *Registry) Stream(server, channel string) *Outgoing {
 	srv := r.server(server)
-	if srv == nil || !srv.conn.Has("channels.streaming") || !r.registered(Key{server, channel}) {
+	if srv == nil || !r.streamable(srv, Key{server, channel}) {
 		return nil
 	}
 	return &Outgoing{r: r, srv: srv, server: server, channel: channel}
+}
+
+// streamable reports whether speech may be streamed into k now.
+func (r *Registry) streamable(srv *serverState, k Key) bool {
+	if !srv.conn.Has("channels.streaming") || !srv.conn.Has("channels.publish") {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.chans[k]
+	return r.servers[k.Server] == srv && c != nil && c.entry != nil
 }
 
 // Chunk sends one delta.
@@ -177,10 +180,14 @@ func (o *Outgoing) Complete(inferenceID, conversationID, text string) {
 	o.send(protocol.MethodChannelsOutgoingComplete, completeParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}})
 }
 
+// send sends a notification, unless the grant or the channel went; not
+// cut short by a context of its own (a write cut short would end the
+// connection): the connection's write deadline bounds it.
 func (o *Outgoing) send(method string, params any) {
-	ctx, cancel := context.WithTimeout(o.r.ctx, time.Second)
-	defer cancel()
-	if err := o.srv.conn.Notify(ctx, method, params); err != nil {
+	if !o.r.streamable(o.srv, Key{o.server, o.channel}) {
+		return
+	}
+	if err := o.srv.conn.Notify(context.Background(), method, params); err != nil {
 		o.r.limits.LogFor(&logStreamFailed, o.server, "server", o.server, "channel", o.channel, "method", method, "error", err.Error())
 	}
 }

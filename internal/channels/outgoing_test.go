@@ -80,7 +80,8 @@ func TestTypingStartRepeatStop(t *testing.T) {
 			t.Fatal("Typing on an open channel with channels.typing: ok false")
 		}
 		start := typingNote(t, "c", "start")
-		// The first start goes out before Typing returns.
+		// The first start goes out at once, from typing's own goroutine.
+		synctest.Wait()
 		checkNotes(t, rg.srv, "at once", start)
 
 		time.Sleep(TypingInterval - time.Millisecond)
@@ -141,12 +142,6 @@ func TestTypingRefused(t *testing.T) {
 		{"unknown server", func(rg *rig) (string, string) {
 			openedChannel(rg, desc("c", true))
 			return "t", "c"
-		}},
-		{"open not yet confirmed", func(rg *rig) (string, string) {
-			rg.register(desc("c", true))
-			// The open stays out until the test ends; Close cancels it.
-			rg.srv.expect("open", "c")
-			return "s", "c"
 		}},
 		{"closed by the agent", func(rg *rig) (string, string) {
 			openedChannel(rg, desc("c", true))
@@ -334,9 +329,22 @@ func TestStreamRefused(t *testing.T) {
 		if o := rg.reg.Stream("t", "c"); o != nil {
 			t.Error("Stream to an unknown server: not nil")
 		}
-		if o := rg.reg.Stream("s", "c"); o == nil {
-			t.Error("Stream with the grant into a registered channel: nil")
+		o := rg.reg.Stream("s", "c")
+		if o == nil {
+			t.Fatal("Stream with the grant into a registered channel: nil")
 		}
+		// The grant goes mid-stream: nothing more is sent.
+		rg.srv.setGrant("channels.streaming", false)
+		o.Chunk("inf_1", "ada", 0, "Hel")
+		o.Complete("inf_1", "ada", "Hel")
+		rg.srv.setGrant("channels.streaming", true)
+		// Without channels.publish the delivery path would refuse the
+		// speech: nothing streams.
+		rg.srv.setGrant("channels.publish", false)
+		if o := rg.reg.Stream("s", "c"); o != nil {
+			t.Error("Stream without channels.publish: not nil")
+		}
+		rg.srv.setGrant("channels.publish", true)
 		rg.reg.Disconnected("s", false)
 		if o := rg.reg.Stream("s", "c"); o != nil {
 			t.Error("Stream into a channel no longer registered: not nil")
@@ -414,7 +422,8 @@ func TestTypingNoStartAfterChannelCloses(t *testing.T) {
 		}
 		time.Sleep(3 * TypingInterval)
 		synctest.Wait()
-		checkNotes(t, rg.srv, "after the channel closed", typingNote(t, "c", "start"), typingNote(t, "c", "stop"))
+		// The close took it out of the open channels: no stop either.
+		checkNotes(t, rg.srv, "after the channel closed", typingNote(t, "c", "start"))
 	})
 }
 
@@ -427,6 +436,7 @@ func TestTypingNoStartAfterGrantRevoked(t *testing.T) {
 			t.Fatal("Typing: ok false")
 		}
 		defer stop()
+		synctest.Wait() // the first start is out
 		rg.srv.setGrant("channels.typing", false)
 		time.Sleep(3 * TypingInterval)
 		synctest.Wait()
@@ -450,5 +460,23 @@ func TestCloseWhileTypingIsPrompt(t *testing.T) {
 			t.Errorf("Close with nothing in flight but typing took %v", d)
 		}
 		checkNotes(t, rg.srv, "at Close", typingNote(t, "c", "start"), typingNote(t, "c", "stop"))
+	})
+}
+
+// TestTypingWhileOpenIsConfirmed: a channel selected open whose open is
+// still out is typed in: the agent's turn is already working toward
+// speech there.
+func TestTypingWhileOpenIsConfirmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t, rigCaps("channels.typing")...)
+		rg.register(desc("c", true))
+		rg.srv.expect("open", "c") // stays out; Close cancels it
+		stop, ok := rg.reg.Typing("s", "c")
+		if !ok {
+			t.Fatal("Typing on a channel selected open: ok false")
+		}
+		stop()
+		synctest.Wait()
+		checkNotes(t, rg.srv, "typed", typingNote(t, "c", "start"), typingNote(t, "c", "stop"))
 	})
 }
