@@ -139,7 +139,8 @@ agents:
 			t.Errorf("the room saw, in order, %q; want %q\nroom:\n%s", seen, want, strings.Join(roomLog.lines(), "\n"))
 		}
 		for _, l := range roomLog.lines() {
-			if strings.Contains(l, "(streamed to the room") && !strings.HasSuffix(l, ": Hello alice, here I am.)") {
+			// Streamed word by word: five chunks, and the whole reply.
+			if strings.Contains(l, "(streamed to the room") && !strings.HasSuffix(l, "(streamed to the room in 5 chunks: Hello alice, here I am.)") {
 				t.Errorf("the streamed text was not the reply: %s", l)
 			}
 		}
