@@ -47,9 +47,10 @@ type typingParams struct {
 // open (selected open, or confirmed open); ok reports whether typing
 // started. Each send checks both again: once the channel closes or the
 // grant goes, nothing more is sent, stop included. The sends go from a
-// goroutine of their own, never the caller's, and are not cut short by
-// stop (a write cut short would end the connection): the connection's
-// write deadline bounds them. Registry.Close stops typing at once: it is
+// goroutine of their own, and are not cut short by stop (a write cut short
+// would end the connection): the connection's write deadline bounds them.
+// Typing returns once the first start is written, or after a second of a
+// slow server, so that it goes before the turn's speech. Registry.Close stops typing at once: it is
 // not lifecycle work to wait for.
 func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	srv := r.server(server)
@@ -65,7 +66,7 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	r.typingWG.Add(1)
 	r.mu.Unlock()
 	ctx, cancel := context.WithCancel(r.ctx)
-	done := make(chan struct{})
+	done, started := make(chan struct{}), make(chan struct{})
 	send := func(op string) {
 		if !r.typable(srv, k) {
 			return
@@ -78,6 +79,7 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 		defer r.typingWG.Done()
 		defer close(done)
 		send("start")
+		close(started)
 		t := time.NewTicker(TypingInterval)
 		defer t.Stop()
 		for {
@@ -91,6 +93,14 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 			}
 		}
 	}()
+	// The first start goes before what the turn says next, unless the
+	// server is slow to take it: then the turn goes on after a second.
+	wait := time.NewTimer(firstStartWait)
+	select {
+	case <-started:
+	case <-wait.C:
+	}
+	wait.Stop()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -99,6 +109,10 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 		})
 	}, true
 }
+
+// firstStartWait bounds how long Typing waits for its first start to be
+// written.
+const firstStartWait = time.Second
 
 // typable reports whether typing may be sent into k now: the server is
 // granted channels.typing and the channel is registered and open.
