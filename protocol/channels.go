@@ -56,3 +56,64 @@ const (
 	DirectionInbound       = "inbound"
 	DirectionBidirectional = "bidirectional"
 )
+
+// ChannelsTypingParams is channels/typing (host → server): the agent is
+// typing in the channel (Op "start", repeated while it works) or stopped
+// ("stop").
+type ChannelsTypingParams struct {
+	ChannelID string          `json:"channelId"`
+	Op        string          `json:"op"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Typing ops.
+const (
+	TypingStart = "start"
+	TypingStop  = "stop"
+)
+
+// ChannelsAcknowledgeParams is channels/acknowledge (host → server): mark
+// a message, with an intent and a value (an emoji).
+type ChannelsAcknowledgeParams struct {
+	ChannelID string `json:"channelId"`
+	MessageID string `json:"messageId"`
+	Intent    string `json:"intent"`
+	Value     string `json:"value"`
+}
+
+// Acknowledgment intents: the agent saw a message in a channel it hasn't
+// joined and stays out (channel_decline); the agent has the message (a
+// turn picked it up).
+const (
+	AckSeenNotOpening = "seen-not-opening"
+	AckSeen           = "seen"
+)
+
+// ChannelsAcknowledgeResult answers channels/acknowledge: whether the
+// message was marked, how the platform shows the mark, and, when it was
+// not, why.
+type ChannelsAcknowledgeResult struct {
+	Acknowledged   bool   `json:"acknowledged"`
+	Representation string `json:"representation,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// ChannelsOutgoingChunkParams is channels/outgoing/chunk (host → server):
+// a piece of the speech being generated for the channel; Index rises per
+// inference across channels.
+type ChannelsOutgoingChunkParams struct {
+	InferenceID    string `json:"inferenceId"`
+	ConversationID string `json:"conversationId"`
+	ChannelID      string `json:"channelId"`
+	Index          int    `json:"index"`
+	Delta          string `json:"delta"`
+}
+
+// ChannelsOutgoingCompleteParams is channels/outgoing/complete (host →
+// server): the stream's end, with the whole text.
+type ChannelsOutgoingCompleteParams struct {
+	InferenceID    string            `json:"inferenceId"`
+	ConversationID string            `json:"conversationId"`
+	ChannelID      string            `json:"channelId"`
+	Content        []json.RawMessage `json:"content"`
+}

@@ -95,8 +95,8 @@ type TypingRequest struct {
 
 // The ops of channels/typing.
 const (
-	TypingStart = "start"
-	TypingStop  = "stop"
+	TypingStart = protocol.TypingStart
+	TypingStop  = protocol.TypingStop
 )
 
 // HandleChannelTyping sets the handler of channels/typing, a notification:
@@ -130,16 +130,12 @@ type AcknowledgeRequest struct {
 // AckSeenNotOpening is the acknowledgment intent of an agent that saw a
 // message addressing it in a channel it has not joined, and declined to
 // join: the message is marked seen, and no reply will come.
-const AckSeenNotOpening = "seen-not-opening"
+const AckSeenNotOpening = protocol.AckSeenNotOpening
 
 // AcknowledgeResult answers channels/acknowledge: whether the message was
 // marked, how the platform represents the mark (the emoji shown, when it
 // differs from the value asked for), and, when it was not, why.
-type AcknowledgeResult struct {
-	Acknowledged   bool   `json:"acknowledged"`
-	Representation string `json:"representation,omitempty"`
-	Reason         string `json:"reason,omitempty"`
-}
+type AcknowledgeResult = protocol.ChannelsAcknowledgeResult
 
 // HandleChannelAcknowledge sets the handler of channels/acknowledge: it
 // marks the message and returns the answer. ErrUnknownChannel answers
@@ -343,13 +339,6 @@ func (c *Conn) channelList(req *wire.Request) (any, error) {
 	return protocol.ChannelsListResult{Channels: orEmptyDescs(c.Channels())}, nil
 }
 
-// typingParams is channels/typing.
-type typingParams struct {
-	ChannelID string          `json:"channelId"`
-	Op        string          `json:"op"`
-	Metadata  json.RawMessage `json:"metadata,omitempty"`
-}
-
 func (c *Conn) channelTyping(ctx context.Context, req *wire.Request) (any, error) {
 	if err := c.denied(req, "channels.typing"); err != nil {
 		return nil, err // for a notification, the wire logs it
@@ -360,20 +349,12 @@ func (c *Conn) channelTyping(ctx context.Context, req *wire.Request) (any, error
 	if h == nil {
 		return nil, wire.ErrMethodNotFound
 	}
-	var p typingParams
+	var p protocol.ChannelsTypingParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" || (p.Op != TypingStart && p.Op != TypingStop) {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: `Invalid params: channels/typing needs a channelId and op "start" or "stop"`}
 	}
 	h(ctx, TypingRequest(p))
 	return struct{}{}, nil // sent as a request, it is answered {}
-}
-
-// acknowledgeParams is channels/acknowledge.
-type acknowledgeParams struct {
-	ChannelID string `json:"channelId"`
-	MessageID string `json:"messageId"`
-	Intent    string `json:"intent"`
-	Value     string `json:"value"`
 }
 
 func (c *Conn) channelAcknowledge(ctx context.Context, req *wire.Request) (any, error) {
@@ -386,7 +367,7 @@ func (c *Conn) channelAcknowledge(ctx context.Context, req *wire.Request) (any, 
 	if h == nil {
 		return nil, wire.ErrMethodNotFound
 	}
-	var p acknowledgeParams
+	var p protocol.ChannelsAcknowledgeParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" || p.MessageID == "" {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/acknowledge needs a channelId and a messageId"}
 	}

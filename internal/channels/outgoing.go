@@ -34,12 +34,6 @@ var (
 	}
 )
 
-// typingParams is channels/typing.
-type typingParams struct {
-	ChannelID string `json:"channelId"`
-	Op        string `json:"op"`
-}
-
 // Typing tells server that an agent is typing in channel: start at once
 // and every TypingInterval, then stop when the returned func is called (it
 // waits for the stop to be sent). Nothing is sent, and the func does
@@ -71,24 +65,24 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 		if !r.typable(srv, k) {
 			return
 		}
-		if err := srv.conn.Notify(context.Background(), protocol.MethodChannelsTyping, typingParams{ChannelID: channel, Op: op}); err != nil {
+		if err := srv.conn.Notify(context.Background(), protocol.MethodChannelsTyping, protocol.ChannelsTypingParams{ChannelID: channel, Op: op}); err != nil {
 			r.limits.LogFor(&logTypingFailed, server, "server", server, "channel", channel, "op", op, "error", err.Error())
 		}
 	}
 	go func() {
 		defer r.typingWG.Done()
 		defer close(done)
-		send("start")
+		send(protocol.TypingStart)
 		close(started)
 		t := time.NewTicker(TypingInterval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				send("start")
+				send(protocol.TypingStart)
 			case <-ctx.Done():
 				// Stopped, or the host is closing.
-				send("stop")
+				send(protocol.TypingStop)
 				return
 			}
 		}
@@ -143,23 +137,6 @@ type Outgoing struct {
 	channel string
 }
 
-// chunkParams is channels/outgoing/chunk.
-type chunkParams struct {
-	InferenceID    string `json:"inferenceId"`
-	ConversationID string `json:"conversationId"`
-	ChannelID      string `json:"channelId"`
-	Index          int    `json:"index"`
-	Delta          string `json:"delta"`
-}
-
-// completeParams is channels/outgoing/complete.
-type completeParams struct {
-	InferenceID    string            `json:"inferenceId"`
-	ConversationID string            `json:"conversationId"`
-	ChannelID      string            `json:"channelId"`
-	Content        []json.RawMessage `json:"content"`
-}
-
 // Stream returns the stream of speech into server's channel, or nil when
 // nothing may be streamed there: the server isn't granted
 // channels.streaming, or the delivery path would refuse the speech (the
@@ -185,13 +162,13 @@ func (r *Registry) streamable(srv *serverState, k Key) bool {
 
 // Chunk sends one delta.
 func (o *Outgoing) Chunk(inferenceID, conversationID string, index int, delta string) {
-	o.send(protocol.MethodChannelsOutgoingChunk, chunkParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Index: index, Delta: delta})
+	o.send(protocol.MethodChannelsOutgoingChunk, protocol.ChannelsOutgoingChunkParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Index: index, Delta: delta})
 }
 
 // Complete closes the inference's stream with its full text.
 func (o *Outgoing) Complete(inferenceID, conversationID, text string) {
 	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
-	o.send(protocol.MethodChannelsOutgoingComplete, completeParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}})
+	o.send(protocol.MethodChannelsOutgoingComplete, protocol.ChannelsOutgoingCompleteParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}})
 }
 
 // send sends a notification, unless the grant or the channel went; not

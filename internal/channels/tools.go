@@ -360,14 +360,6 @@ func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage
 	return ok(out)
 }
 
-// Acknowledgment intents this host sends: the agent saw the message and
-// stays out of its channel (channel_decline); the agent has the message
-// (a turn picked it up, Seen).
-const (
-	AckIntent     = "seen-not-opening"
-	AckIntentSeen = "seen"
-)
-
 // Seen tells the channel's server that an agent has a message that
 // addressed it (a turn picked it up), as the server's
 // channels.acknowledgeSeen asks: channels/acknowledge with intent "seen",
@@ -387,8 +379,8 @@ func (r *Registry) Seen(server, channel, messageID string) {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		var res acknowledgeResult
-		p := acknowledgeParams{ChannelID: channel, MessageID: messageID, Intent: AckIntentSeen, Value: srv.cfg.AcknowledgeSeen}
+		var res protocol.ChannelsAcknowledgeResult
+		p := protocol.ChannelsAcknowledgeParams{ChannelID: channel, MessageID: messageID, Intent: protocol.AckSeen, Value: srv.cfg.AcknowledgeSeen}
 		err := srv.conn.Call(r.ctx, protocol.MethodChannelsAcknowledge, p, &res, srv.cfg.Timeout)
 		switch {
 		case err != nil:
@@ -399,37 +391,22 @@ func (r *Registry) Seen(server, channel, messageID string) {
 	}()
 }
 
-// acknowledgeParams is channels/acknowledge as this host sends it.
-type acknowledgeParams struct {
-	ChannelID string `json:"channelId"`
-	MessageID string `json:"messageId"`
-	Intent    string `json:"intent"`
-	Value     string `json:"value"`
-}
-
-// acknowledgeResult is a server's answer to channels/acknowledge.
-type acknowledgeResult struct {
-	Acknowledged   bool   `json:"acknowledged"`
-	Representation string `json:"representation"`
-	Reason         string `json:"reason"`
-}
-
 // acknowledge sends channels/acknowledge; why is what the agent reads when
 // it wasn't acknowledged ("" when it was): the anchor host's texts.
-func (r *Registry) acknowledge(ctx context.Context, k Key, messageID, value string) (acknowledgeResult, string) {
+func (r *Registry) acknowledge(ctx context.Context, k Key, messageID, value string) (protocol.ChannelsAcknowledgeResult, string) {
 	srv := r.server(k.Server)
 	switch {
 	case srv == nil:
-		return acknowledgeResult{}, textServerNotFound(k.Server)
+		return protocol.ChannelsAcknowledgeResult{}, textServerNotFound(k.Server)
 	case !srv.conn.Has("channels.acknowledge"):
-		return acknowledgeResult{}, textNoAcknowledge(k.Server)
+		return protocol.ChannelsAcknowledgeResult{}, textNoAcknowledge(k.Server)
 	}
-	var res acknowledgeResult
-	err := srv.conn.Call(ctx, protocol.MethodChannelsAcknowledge, acknowledgeParams{ChannelID: k.Channel, MessageID: messageID, Intent: AckIntent, Value: value}, &res, srv.cfg.Timeout)
+	var res protocol.ChannelsAcknowledgeResult
+	err := srv.conn.Call(ctx, protocol.MethodChannelsAcknowledge, protocol.ChannelsAcknowledgeParams{ChannelID: k.Channel, MessageID: messageID, Intent: protocol.AckSeenNotOpening, Value: value}, &res, srv.cfg.Timeout)
 	switch {
 	case err != nil:
 		r.log.Warn("channels/acknowledge failed", "server", k.Server, "channel", k.Channel, "error", err.Error())
-		return acknowledgeResult{}, textAckNotPosted
+		return protocol.ChannelsAcknowledgeResult{}, textAckNotPosted
 	case !res.Acknowledged && res.Reason != "":
 		return res, res.Reason
 	case !res.Acknowledged:
