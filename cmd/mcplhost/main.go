@@ -6,6 +6,7 @@
 //	mcplhost run --config FILE [--transcript FILE]   run the agents and servers until a signal
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
+//	mcplhost transcript [--agent NAME] FILE       print a transcript for a person
 //
 // Exit status: 0 for success, 1 for a failure the command reports, 2 for a
 // usage error.
@@ -43,6 +44,7 @@ commands:
   run      run the host from a configuration file: its agents and servers, until a signal
   call     start a host from a configuration file and call one tool
   channels print the channel decisions (or --history, --messages) in a store file
+  transcript print a transcript (run --transcript's JSON lines) for a person
 
 Run 'mcplhost <command> -h' for a command's flags.
 `
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCall(ctx, args[1:], stdout, stderr)
 	case "channels":
 		return runChannels(ctx, args[1:], stdout, stderr)
+	case "transcript":
+		return runTranscript(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		printer{stdout}.text(usage)
 		return exitOK

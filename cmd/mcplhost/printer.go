@@ -34,6 +34,17 @@ func (p printer) linef(format string, args ...any) {
 	io.WriteString(p.w, line+"\n")
 }
 
+// styled prints one line as linef does, in an ANSI style (a colour, like
+// "\x1b[32m") when style is not "": the style is the program's, put
+// around the escaped line, so nothing in args can change it.
+func (p printer) styled(style, format string, args ...any) {
+	line := term.Line(fmt.Sprintf(format, args...))
+	if style != "" {
+		line = style + line + "\x1b[0m"
+	}
+	io.WriteString(p.w, line+"\n")
+}
+
 // block prints a text that may span lines, such as a tool's result, line
 // by line (term.Lines), each after indent. As fmt.Println did, a text
 // ending in a newline prints an empty line after it.
