@@ -293,7 +293,6 @@ func (t *turn) run(items []item, notices []string) {
 			t.r.rt.opts.Env.Seen(it.wake.Server, it.wake.Channel, it.wake.MessageID)
 		}
 	}
-	stopTyping := t.typing()
 	t.addNotices(notices)
 	t.flushNotices()
 	var shown []model.Block
@@ -303,6 +302,7 @@ func (t *turn) run(items []item, notices []string) {
 	t.appendUser(shown...)
 	userText := blocksText(shown)
 	t.event(Event{Event: EventShown, Text: userText})
+	stopTyping := t.typing()
 	reason := t.think(&userText)
 	stopTyping()
 	t.event(Event{Event: EventTurnEnd, Reason: reason})
