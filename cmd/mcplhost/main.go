@@ -3,6 +3,7 @@
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
 //	mcplhost check --config FILE                  validate a configuration file
+//	mcplhost demo                                 a scripted agent in the chat room, offline
 //	mcplhost run --config FILE [--transcript FILE]   run the agents and servers until a signal
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
@@ -41,6 +42,7 @@ const usage = `usage: mcplhost <command> [flags]
 commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
   check    validate a configuration file (--config FILE)
+  demo     the whole thing offline: a scripted agent in a simulated chat room, as it happens
   run      run the host from a configuration file: its agents and servers, until a signal
   call     start a host from a configuration file and call one tool
   channels print the channel decisions (or --history, --messages) in a store file
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(args[1:], stdout, stderr)
 	case "run":
 		return runRun(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "call":
 		return runCall(ctx, args[1:], stdout, stderr)
 	case "channels":
