@@ -54,6 +54,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/agent"
@@ -88,6 +89,9 @@ type Options struct {
 	// Transcript, if set, receives every agent's turns as JSON lines
 	// (docs/transcript.md); they are kept in Store as well.
 	Transcript io.Writer
+	// ShutdownGrace is how long Close lets the agents' turns in flight end
+	// by themselves before it cuts them short; 0 cuts them short at once.
+	ShutdownGrace time.Duration
 }
 
 // Host runs a set of servers.
@@ -101,6 +105,7 @@ type Host struct {
 	ownStore store.Store // a store New made, closed by Close
 	// transcript writes the agents' turns; nil writes none.
 	transcript *agent.Transcript
+	grace      time.Duration     // Options.ShutdownGrace
 	hooks      *hooks.Runner     // context hooks and inference/lifecycle
 	infer      *inference.Server // inference/request
 
@@ -165,6 +170,7 @@ func New(opts Options) (*Host, error) {
 		h.ownStore = st
 	}
 	h.store = st
+	h.grace = opts.ShutdownGrace
 	if opts.Transcript != nil {
 		h.transcript = agent.NewTranscript(opts.Transcript)
 	}
@@ -521,6 +527,17 @@ func (h *Host) Disconnect(id string) error {
 // them and for the host's goroutines. Calls then read that their servers
 // are gone; connects are refused.
 func (h *Host) Close() error {
+	// The agents stop first, while the servers are still there: no turn
+	// starts, the turns in flight have Options.ShutdownGrace to end by
+	// themselves, then what is left is cut short and recorded if it did
+	// anything. What the lifecycle drain below tells them is recorded for
+	// their next start.
+	h.mu.Lock()
+	set := h.agents
+	h.mu.Unlock()
+	if set != nil {
+		set.rt.Stop(h.grace)
+	}
 	h.mu.Lock()
 	h.closed = true
 	servers := make([]*server, 0, len(h.servers))
@@ -529,15 +546,7 @@ func (h *Host) Close() error {
 		h.leaveLocked(id)
 	}
 	h.servers = map[string]*server{}
-	set := h.agents
 	h.mu.Unlock()
-	// The agents stop first: a turn in flight is cut short (its calls to
-	// the servers, already out of the registry, fail) and recorded if it
-	// did anything; what the lifecycle drain below tells them is recorded
-	// for their next start.
-	if set != nil {
-		set.rt.Close()
-	}
 	// Lifecycle work in flight finishes first (it needs the sessions),
 	// within channels.DrainTimeout.
 	h.channels.Close()

@@ -8,18 +8,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
-const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [-v]
+const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--log-format text|json] [-v]
 
 Runs the host from a configuration file: opens the store the file names,
-starts its agents, connects its servers, and runs until SIGINT or SIGTERM,
-then stops the agents (a turn in flight is cut short and recorded), closes
-the servers and the store. --transcript appends every agent's turns to
-FILE as JSON lines (docs/transcript.md); they are kept in the store too.
+starts its agents, connects its servers, and runs until SIGINT or SIGTERM.
+Then it stops in order: no new turn starts, the turns in flight have 10s to
+end by themselves (then they are cut short and recorded), lifecycle work
+in flight finishes, and the servers and the store close. A second signal
+exits at once. --transcript appends every agent's turns to FILE as JSON
+lines (docs/transcript.md); they are kept in the store too. The log goes
+to stderr, as text or JSON lines (--log-format; -v adds operator detail).
 
 Exit status: 128+N after a stop by signal N (130 for SIGINT, 143 for
 SIGTERM), 1 when the host can't start, 2 for usage or configuration
@@ -28,7 +32,7 @@ errors.
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfgPath, transcript string
-	verbose := false
+	verbose, logFormat := false, "text"
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -58,6 +62,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return runUsageError(stderr, "--transcript needs a file")
 			}
 			transcript = v
+		case "log-format":
+			v, ok := next()
+			if !ok || (v != "text" && v != "json") {
+				return runUsageError(stderr, fmt.Sprintf("--log-format %q is not text or json", v))
+			}
+			logFormat = v
 		case "v", "verbose":
 			verbose = true
 		case "h", "help":
@@ -78,7 +88,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(stderr, logOptions(level)))
+	var handler slog.Handler = slog.NewTextHandler(stderr, logOptions(level))
+	if logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, logOptions(level))
+	}
+	log := slog.New(handler)
 	var tw io.Writer
 	if transcript != "" {
 		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -95,7 +109,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer st.Close()
-	h, err := host.New(host.Options{Logger: log, Store: st, Transcript: tw,
+	h, err := host.New(host.Options{Logger: log, Store: st, Transcript: tw, ShutdownGrace: runShutdownGrace,
 		RefsDir: filepath.Join(filepath.Dir(cfg.Store), "refs")})
 	if err != nil {
 		printer{stderr}.linef("mcplhost run: %v", err)
@@ -109,6 +123,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	return exitOK
 }
+
+// runShutdownGrace is how long run lets turns in flight end at a stop.
+const runShutdownGrace = 10 * time.Second
 
 func runUsageError(stderr io.Writer, msg string) int {
 	printer{stderr}.usageError(runUsage, "mcplhost run: %s", msg)

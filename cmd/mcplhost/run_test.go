@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,7 @@ func TestRunUsage(t *testing.T) {
 		{"no config", []string{"run"}, exitUsage, "mcplhost run: --config FILE is required"},
 		{"unknown flag", []string{"run", "--nope"}, exitUsage, "mcplhost run: unknown flag --nope"},
 		{"an argument", []string{"run", "x"}, exitUsage, `mcplhost run: unexpected argument "x"`},
+		{"a log format", []string{"run", "--log-format", "xml", "--config", bad}, exitUsage, `mcplhost run: --log-format "xml" is not text or json`},
 		{"no such config", []string{"run", "--config", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
 		{"an agent that can't start", []string{"run", "--config", bad}, exitFail, "agent ada: "},
 	} {
@@ -201,4 +203,33 @@ func runTurns(t *testing.T, cfg string, n int) []agent.Event {
 		got = append(got, ev)
 	}
 	return got
+}
+
+// TestRunJSONLog: --log-format json writes the log as JSON lines.
+func TestRunJSONLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: gone\n    command: ["+filepath.Join(dir, "no-such-server")+"]\n"), 0o600)
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json", "-v"}, io.Discard, pw)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var rec map[string]any
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %s", sc.Text())
+		}
+		if rec["server"] == "gone" {
+			break
+		}
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	if code := <-done; code != exitOK || rec["server"] != "gone" || rec["level"] == nil || rec["msg"] == nil {
+		t.Errorf("exit %d, last record %v", code, rec)
+	}
 }

@@ -142,9 +142,11 @@ func (r *runner) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.rt.stopping:
+			return
 		case <-r.signal:
 		}
-		for ctx.Err() == nil {
+		for ctx.Err() == nil && !r.rt.isStopping() {
 			batch := r.takeBatch()
 			notices := r.takeNotices()
 			if len(batch) == 0 && len(notices) == 0 {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -192,5 +193,56 @@ func TestChannelsWithoutLifecycle(t *testing.T) {
 		if len(reqs) != 1 || containsText(userTexts(reqs[0].Messages), "[Channel invitation]") {
 			t.Errorf("%d model calls; shown %q", len(reqs), userTexts(reqs[0].Messages))
 		}
+	})
+}
+
+// TestStopLetsTurnsEnd: Stop lets a turn in flight end by itself within
+// its grace, starts no new one, and leaves untaken messages for the next
+// start; past the grace, what is left is cut short.
+func TestStopLetsTurnsEnd(t *testing.T) {
+	t.Run("within the grace", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := &fakeModel{held: true}
+			opts := Options{Agents: []Spec{{Name: "ada", Model: m}}}
+			h := setup(t, &opts)
+			h.env.channel("chat", "general", "open")
+			h.start(opts)
+			h.add(chanMsg("chat", "general", "g1", "first"))
+			stopped := make(chan struct{})
+			go func() {
+				h.rt.Stop(time.Minute)
+				close(stopped)
+			}()
+			synctest.Wait()
+			// Stopping: a message now is left for the next start.
+			addMessages(t, h.st, chanMsg("chat", "general", "g2", "second"))
+			h.rt.Wake()
+			release(m)
+			<-stopped
+			if evs := h.rec.of("ada", EventTurnEnd); len(evs) != 1 || evs[0].Reason != "end_turn" {
+				t.Errorf("turn ends %+v, want one that ended by itself", evs)
+			}
+			if n := len(m.requests()); n != 1 {
+				t.Errorf("%d model calls; the second message started a turn", n)
+			}
+		})
+	})
+	t.Run("past the grace", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := &fakeModel{held: true}
+			opts := Options{Agents: []Spec{{Name: "ada", Model: m}}}
+			h := setup(t, &opts)
+			h.env.channel("chat", "general", "open")
+			h.start(opts)
+			h.add(chanMsg("chat", "general", "g1", "first"))
+			start := time.Now()
+			h.rt.Stop(10 * time.Second)
+			if d := time.Since(start); d != 10*time.Second {
+				t.Errorf("Stop took %s, want the 10s grace", d)
+			}
+			if evs := h.rec.of("ada", EventTurnEnd); len(evs) != 1 || evs[0].Reason != "aborted" {
+				t.Errorf("turn ends %+v, want one cut short", evs)
+			}
+		})
 	})
 }

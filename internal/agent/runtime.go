@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -165,10 +166,11 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	wake   chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	wake     chan struct{}
+	stopping chan struct{} // closed by Stop: no turn starts any more
 
 	mu      sync.Mutex
 	agents  []*runner           // the configured agents, primary first
@@ -193,7 +195,7 @@ func Start(opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	rt := &Runtime{opts: opts, log: log, wake: make(chan struct{}, 1), byName: map[string]*runner{}, forks: map[forkKey]*runner{}}
+	rt := &Runtime{opts: opts, log: log, wake: make(chan struct{}, 1), stopping: make(chan struct{}), byName: map[string]*runner{}, forks: map[forkKey]*runner{}}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	ctx := rt.ctx
 	cursors, err := opts.Store.Cursors(ctx)
@@ -326,12 +328,35 @@ func (rt *Runtime) Readers() map[string]Reader {
 
 // Close stops the agents: a turn in flight is cut short (its model call
 // aborted) and recorded as it stands. It waits for them.
-func (rt *Runtime) Close() {
+func (rt *Runtime) Close() { rt.Stop(0) }
+
+// Stop stops the agents in order: no turn starts any more, the turns in
+// flight have up to grace to end by themselves, then what is left is cut
+// short (its model call aborted) and recorded as Close says. Messages no
+// turn took stay in the inbox for the next start. It waits for the
+// agents.
+func (rt *Runtime) Stop(grace time.Duration) {
 	rt.mu.Lock()
-	rt.closed = true
+	if !rt.closed {
+		rt.closed = true
+		close(rt.stopping)
+	}
 	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		rt.wg.Wait()
+		close(done)
+	}()
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	rt.cancel()
-	rt.wg.Wait()
+	<-done
 }
 
 // dispatchPage bounds the inbox messages the dispatcher reads at once.
@@ -348,6 +373,8 @@ func (rt *Runtime) dispatch() {
 	for {
 		select {
 		case <-rt.ctx.Done():
+			return
+		case <-rt.stopping:
 			return
 		case <-rt.wake:
 		}
@@ -455,4 +482,14 @@ func (rt *Runtime) run(r *runner) {
 		defer rt.wg.Done()
 		r.loop(rt.ctx)
 	}()
+}
+
+// isStopping reports whether Stop has begun.
+func (rt *Runtime) isStopping() bool {
+	select {
+	case <-rt.stopping:
+		return true
+	default:
+		return false
+	}
 }
