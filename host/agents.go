@@ -55,6 +55,7 @@ func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
 		Agents:     specs,
 		PerChannel: cfg.Conversations == config.ConversationsPerChannel,
 		Transcript: h.transcript,
+		Hold:       h.settled,
 		Logger:     h.log,
 	})
 	if err != nil {

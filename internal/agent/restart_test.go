@@ -246,3 +246,25 @@ func TestStopLetsTurnsEnd(t *testing.T) {
 		})
 	})
 }
+
+// TestHoldDelaysTheFirstRead: with Hold, messages are not shown until it
+// is closed (the host's servers are back to register their channels).
+func TestHoldDelaysTheFirstRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		opts := Options{Hold: hold}
+		h := setup(t, &opts)
+		h.env.channel("chat", "general", "open")
+		h.start(opts)
+		defer h.rt.Close()
+		h.add(chanMsg("chat", "general", "g1", "waiting"))
+		if n := len(h.model.requests()); n != 0 {
+			t.Fatalf("%d model calls before the hold was released", n)
+		}
+		close(hold)
+		synctest.Wait()
+		if n := len(h.model.requests()); n != 1 {
+			t.Errorf("%d model calls after the hold was released, want 1", n)
+		}
+	})
+}

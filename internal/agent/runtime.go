@@ -143,6 +143,11 @@ type Options struct {
 	MaxRounds int
 	// Transcript receives every turn's events; nil writes none.
 	Transcript *Transcript
+	// Hold, if set, holds the first read of the inbox until it is closed
+	// (the host's first connects have settled), so that messages left
+	// from before a restart are not shown before their servers are back
+	// to register their channels.
+	Hold <-chan struct{}
 	Logger     *slog.Logger
 }
 
@@ -370,6 +375,15 @@ var errPageFull = errors.New("page full")
 // the store's iteration.
 func (rt *Runtime) dispatch() {
 	defer rt.wg.Done()
+	if rt.opts.Hold != nil {
+		select {
+		case <-rt.opts.Hold:
+		case <-rt.ctx.Done():
+			return
+		case <-rt.stopping:
+			return
+		}
+	}
 	for {
 		select {
 		case <-rt.ctx.Done():
