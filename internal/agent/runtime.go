@@ -147,8 +147,8 @@ type Options struct {
 	// (the host's first connects have settled), so that messages left
 	// from before a restart are not shown before their servers are back
 	// to register their channels.
-	Hold <-chan struct{}
-	Logger     *slog.Logger
+	Hold   <-chan struct{}
+	Logger *slog.Logger
 }
 
 // Bounds of a turn.
