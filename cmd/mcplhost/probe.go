@@ -19,6 +19,10 @@ import (
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
+// exitReportWait bounds how long probe waits, once a stdio server's
+// connection has ended, for its process's exit to be known.
+const exitReportWait = time.Second
+
 // version is mcplhost's version in clientInfo.
 const version = "0.1.0"
 
@@ -355,6 +359,17 @@ func (p *probe) ended(sess *session.Session, step string) *probeEnd {
 	end := &probeEnd{Step: step, Stderr: []string{}}
 	if s == nil {
 		return end
+	}
+	if pr, ok := s.(*transport.Process); ok {
+		// A write into a process that has just exited can end the
+		// connection before the exit is reaped: give the exit a moment,
+		// so that the report says the server exited, and how.
+		t := time.NewTimer(exitReportWait)
+		select {
+		case <-pr.Exited():
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	info := s.CloseInfo()
 	if info.Exited {
