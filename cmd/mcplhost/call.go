@@ -49,17 +49,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			rest = append(rest, args[i+1:]...)
 			break
 		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		next := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i], true
-			}
-			return "", false
-		}
+		name, next := splitFlag(args, &i)
 		switch name {
 		case "config":
 			v, ok := next()

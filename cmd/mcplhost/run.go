@@ -35,20 +35,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose, logFormat := false, "text"
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "-") {
 			return runUsageError(stderr, fmt.Sprintf("unexpected argument %q", a))
 		}
-		next := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i], true
-			}
-			return "", false
-		}
+		name, next := splitFlag(args, &i)
 		switch name {
 		case "config":
 			v, ok := next()

@@ -48,17 +48,7 @@ func runTranscript(args []string, stdout, stderr io.Writer) int {
 			file = a
 			continue
 		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		next := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i], true
-			}
-			return "", false
-		}
+		name, next := splitFlag(args, &i)
 		switch name {
 		case "agent":
 			v, ok := next()
