@@ -27,7 +27,7 @@ func (r *runner) tools() []model.Tool {
 // server (the host's own tools count as one) run in the order asked, as
 // a later one may depend on an earlier one.
 func (t *turn) callTools(calls []model.ToolCall) []model.Block {
-	results := make([]model.Block, len(calls))
+	answers := make([]ToolAnswer, len(calls))
 	groups := map[string][]int{}
 	var order []string
 	for i, c := range calls {
@@ -41,20 +41,16 @@ func (t *turn) callTools(calls []model.ToolCall) []model.Block {
 	for _, g := range order {
 		wg.Go(func() {
 			for _, i := range groups[g] {
-				results[i] = t.callTool(calls[i])
+				answers[i] = t.callTool(calls[i])
 			}
 		})
 	}
 	wg.Wait()
+	results := make([]model.Block, len(calls))
 	for i, c := range calls {
-		res := results[i].Result
-		outcome := "ok"
-		if res.IsError {
-			t.omu.Lock()
-			outcome = t.outcomes[c.ID]
-			t.omu.Unlock()
-		}
-		t.event(Event{Event: EventTool, CallID: c.ID, Tool: c.Name, Outcome: outcome, Text: blocksText(res.Content)})
+		a := answers[i]
+		results[i] = model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: a.Content, IsError: a.IsError}}
+		t.event(Event{Event: EventTool, CallID: c.ID, Tool: c.Name, Outcome: a.Outcome, Text: blocksText(a.Content)})
 	}
 	return results
 }
@@ -69,28 +65,23 @@ func group(name string) string {
 }
 
 // callTool runs one call as the agent, within what it may do.
-func (t *turn) callTool(c model.ToolCall) model.Block {
+func (t *turn) callTool(c model.ToolCall) ToolAnswer {
 	r := t.r
-	answer := func(text, outcome string) model.Block {
-		t.setOutcome(c.ID, outcome)
-		return model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: []model.Block{{Type: model.Text, Text: text}}, IsError: true}}
+	refuse := func(text string) ToolAnswer {
+		return ToolAnswer{Content: []model.Block{{Type: model.Text, Text: text}}, IsError: true, Outcome: "refused"}
 	}
 	if !r.reader().allowed(c.Name) {
-		return answer(textToolNotAllowed(c.Name), "refused")
+		return refuse(textToolNotAllowed(c.Name))
 	}
 	args := c.Args
 	if r.fork {
 		server, posts := r.rt.opts.Env.Posts(c.Name)
 		refusal, guarded := forkGuard(r.home, c.Name, server, posts, args)
 		if refusal != "" {
-			return answer(refusal, "refused")
+			return refuse(refusal)
 		}
 		args = guarded
 	}
 	t.acted.Store(true)
-	a := r.rt.opts.Env.CallTool(t.ctx, r.name, c.Name, args)
-	if a.IsError {
-		t.setOutcome(c.ID, a.Outcome)
-	}
-	return model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: a.Content, IsError: a.IsError}}
+	return r.rt.opts.Env.CallTool(t.ctx, r.name, c.Name, args)
 }

@@ -217,18 +217,6 @@ type turn struct {
 	// acted: a tool was called or prose was posted, so the turn has had
 	// an effect and is recorded even when cut short.
 	acted atomic.Bool
-
-	omu      sync.Mutex
-	outcomes map[string]string // failed tool calls' outcomes, by call id
-}
-
-func (t *turn) setOutcome(id, outcome string) {
-	t.omu.Lock()
-	defer t.omu.Unlock()
-	if t.outcomes == nil {
-		t.outcomes = map[string]string{}
-	}
-	t.outcomes[id] = outcome
 }
 
 func (r *runner) newTurn(ctx context.Context, last int64) *turn {
