@@ -112,7 +112,7 @@ func (h *Host) serveInference(srv *server, req *wire.Request) (any, error) {
 	notify := func(method string, params any) error { return sess.Notify(h.ctx, method, params) }
 	if !h.goBackground(func() {
 		defer release()
-		reply(h.infer.ServeReceived(h.ctx, id, g, inHook, req.ID(), req.Params, notify))
+		reply(h.infer.Serve(h.ctx, id, g, inHook, req.ID(), req.Params, notify))
 	}) {
 		release()
 		reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so no model was asked: ask again later"})

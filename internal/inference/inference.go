@@ -3,9 +3,9 @@
 //
 // Decisions, with the answers a server gets:
 //
-//   - Loop prevention (SPEC §10.7). While Options.InHook(server) holds (a
-//     context/beforeInference request to that server is in flight), its
-//     inference/request is refused with -32600 Invalid Request: a context
+//   - Loop prevention (SPEC §10.7). When the caller says the request
+//     arrived while a context/beforeInference request to that server was
+//     in flight (Serve's inHook, read as it arrived), it is refused with -32600 Invalid Request: a context
 //     hook may not ask for inference. This is checked first, whatever the
 //     params.
 //   - Grant. The request needs inferenceRequest in the grant current at
@@ -99,21 +99,17 @@ type Options struct {
 	// it belongs to, for the audit; ok false when no route matches. Nil
 	// routes nothing.
 	Route func(server, featureSet string) (m model.Model, agent string, ok bool)
-	// InHook reports whether a context hook request to server is in
-	// flight (hooks.Runner.InHook); nil is never.
-	InHook func(server string) bool
 }
 
 // Server answers inference/request. It is safe for concurrent use.
 type Server struct {
-	log    *slog.Logger
-	route  func(server, featureSet string) (model.Model, string, bool)
-	inHook func(server string) bool
+	log   *slog.Logger
+	route func(server, featureSet string) (model.Model, string, bool)
 }
 
 // New returns a Server.
 func New(opts Options) *Server {
-	s := &Server{log: opts.Logger, route: opts.Route, inHook: opts.InHook}
+	s := &Server{log: opts.Logger, route: opts.Route}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -142,20 +138,16 @@ type chunkParams struct {
 }
 
 // Serve answers one inference/request from server: id is the JSON-RPC
-// request id (raw JSON, the requestId of chunks), g the grant current at
-// receipt, notify sends a notification to that server. It blocks until
+// request id (raw JSON, the requestId of chunks), notify sends a
+// notification to that server. g, the grant, and inHook, whether a
+// context/beforeInference request to the server was in flight, are read
+// by the caller as the request arrived: the hook's answer may come
+// between its arrival and the goroutine that serves it, and a request
+// sent from inside the hook is refused all the same. Serve blocks until
 // the model answers or ctx ends (the caller runs it off its dispatch
 // goroutine). The answer is a Result or a *protocol.Error; see the package
 // doc.
-func (s *Server) Serve(ctx context.Context, server string, g grant.Grant, id json.RawMessage, params json.RawMessage, notify func(method string, params any) error) (any, error) {
-	return s.ServeReceived(ctx, server, g, s.inHook != nil && s.inHook(server), id, params, notify)
-}
-
-// ServeReceived is Serve with Options.InHook read by the caller when the
-// request arrived (inHook), as g is: the hook's answer may come between
-// the request's arrival and the goroutine that serves it, and a request
-// sent from inside the hook is refused all the same.
-func (s *Server) ServeReceived(ctx context.Context, server string, g grant.Grant, inHook bool, id json.RawMessage, params json.RawMessage, notify func(method string, params any) error) (any, error) {
+func (s *Server) Serve(ctx context.Context, server string, g grant.Grant, inHook bool, id json.RawMessage, params json.RawMessage, notify func(method string, params any) error) (any, error) {
 	if inHook {
 		return nil, s.refuse(server, "", protocol.NewError(protocol.CodeInvalidRequest,
 			"inference/request refused: a context hook may not ask for inference (SPEC §10.7), and a context/beforeInference request to this server is in flight; ask outside the hook's response path, after answering it", nil))

@@ -99,9 +99,9 @@ func TestServeRefusals(t *testing.T) {
 				route = func(string, string) (model.Model, string, bool) { return nil, "", false }
 			}
 			rec := logtest.New()
-			s := inference.New(inference.Options{Logger: rec.Logger(), Route: route, InHook: func(server string) bool { return tt.inHook && server == "srv" }})
+			s := inference.New(inference.Options{Logger: rec.Logger(), Route: route})
 			var n notes
-			res, err := s.Serve(t.Context(), "srv", granted(tt.paths...), json.RawMessage(`1`), json.RawMessage(tt.params), n.notify)
+			res, err := s.Serve(t.Context(), "srv", granted(tt.paths...), tt.inHook, json.RawMessage(`1`), json.RawMessage(tt.params), n.notify)
 			if res != nil {
 				t.Fatalf("answered %v, want a refusal", res)
 			}
@@ -116,15 +116,6 @@ func TestServeRefusals(t *testing.T) {
 	}
 }
 
-// A request for another server is not refused because some other server
-// is in a hook.
-func TestServeInHookIsPerServer(t *testing.T) {
-	s := inference.New(inference.Options{Route: routeTo(answering(), nil), InHook: func(server string) bool { return server == "other" }})
-	if _, err := s.Serve(t.Context(), "srv", granted("inferenceRequest"), json.RawMessage(`1`), json.RawMessage(minimal), nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestServeAnswer(t *testing.T) {
 	m := answering()
 	var asked []string
@@ -134,7 +125,7 @@ func TestServeAnswer(t *testing.T) {
 		"messages":[{"role":"user","content":"Summarize"},{"role":"assistant","content":[{"type":"text","text":"Of what?"}]},
 			{"role":"user","content":[{"type":"text","text":"This:"},{"type":"image","data":"iVBOR","mimeType":"image/png"}]}],
 		"preferences":{"maxTokens":500,"temperature":0.7,"modelTier":"cheap"}}`
-	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest"), json.RawMessage(`1`), json.RawMessage(params), nil)
+	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest"), false, json.RawMessage(`1`), json.RawMessage(params), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +167,7 @@ func TestServeDefaults(t *testing.T) {
 	m.resp.Model = ""
 	m.resp.Usage = model.Usage{InputTokens: 7, OutputTokens: 9}
 	s := inference.New(inference.Options{Route: routeTo(m, nil)})
-	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest"), json.RawMessage(`1`), json.RawMessage(minimal), nil)
+	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest"), false, json.RawMessage(`1`), json.RawMessage(minimal), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +194,7 @@ func TestServeFinishReason(t *testing.T) {
 		m := answering()
 		m.resp.Stop = stop
 		res, err := inference.New(inference.Options{Route: routeTo(m, nil)}).
-			Serve(t.Context(), "srv", granted("inferenceRequest"), json.RawMessage(`1`), json.RawMessage(minimal), nil)
+			Serve(t.Context(), "srv", granted("inferenceRequest"), false, json.RawMessage(`1`), json.RawMessage(minimal), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +220,7 @@ func TestServeStreamed(t *testing.T) {
 			}
 			s := inference.New(inference.Options{Route: routeTo(m, nil)})
 			params := `{"featureSet":"memory.consolidation","stream":true,"messages":[{"role":"user","content":"x"}]}`
-			res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), json.RawMessage(id), json.RawMessage(params), n.notify)
+			res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), false, json.RawMessage(id), json.RawMessage(params), n.notify)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +255,7 @@ func TestServeStreamAfterAnswer(t *testing.T) {
 	rec := logtest.New()
 	s := inference.New(inference.Options{Logger: rec.Logger(), Route: routeTo(m, nil)})
 	params := `{"featureSet":"memory.consolidation","stream":true,"messages":[{"role":"user","content":"x"}]}`
-	if _, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), json.RawMessage(`1`), json.RawMessage(params), n.notify); err != nil {
+	if _, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), false, json.RawMessage(`1`), json.RawMessage(params), n.notify); err != nil {
 		t.Fatal(err)
 	}
 	onText("late")
@@ -281,7 +272,7 @@ func TestServeStreamNotifyFails(t *testing.T) {
 	rec := logtest.New()
 	s := inference.New(inference.Options{Logger: rec.Logger(), Route: routeTo(m, nil)})
 	params := `{"featureSet":"memory.consolidation","stream":true,"messages":[{"role":"user","content":"x"}]}`
-	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), json.RawMessage(`1`), json.RawMessage(params), n.notify)
+	res, err := s.Serve(t.Context(), "srv", granted("inferenceRequest", "inferenceRequest.streaming"), false, json.RawMessage(`1`), json.RawMessage(params), n.notify)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +321,7 @@ func TestServeModelFailure(t *testing.T) {
 				ctx = t.Context()
 			}
 			s := inference.New(inference.Options{Route: routeTo(m, nil)})
-			res, err := s.Serve(ctx, "srv", granted("inferenceRequest"), json.RawMessage(`1`), json.RawMessage(minimal), nil)
+			res, err := s.Serve(ctx, "srv", granted("inferenceRequest"), false, json.RawMessage(`1`), json.RawMessage(minimal), nil)
 			if res != nil {
 				t.Fatalf("answered %v", res)
 			}
