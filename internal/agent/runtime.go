@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -208,15 +209,19 @@ func Start(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("agent: reading the inbox cursors: %w", err)
 	}
 	rt.cursors = cursors
-	end, err := inboxEnd(ctx, opts.Store)
-	if err != nil {
-		return nil, err
-	}
-	start := end
+	// The inbox's end is read only for an agent new to the store: a
+	// restart doesn't scan the inbox.
+	end := int64(-1)
+	start := int64(math.MaxInt64)
 	fresh := map[string]int64{}
 	for _, s := range opts.Agents {
 		c, ok := cursors[cursorName(s.Name)]
 		if !ok {
+			if end < 0 {
+				if end, err = inboxEnd(ctx, opts.Store); err != nil {
+					return nil, err
+				}
+			}
 			c = end
 			fresh[cursorName(s.Name)] = end
 		}
