@@ -283,32 +283,42 @@ func TestDegraded(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log a test can wait on.
+// syncBuffer is a log a test can wait on: each write wakes the waiters.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced at each write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+	}
+	b.changed = make(chan struct{})
 	return b.buf.Write(p)
 }
 
-// wait polls for text in the log.
+// wait waits (up to waitFor) for text in the log.
 func (b *syncBuffer) wait(t *testing.T, text string) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.After(waitFor)
 	for {
 		b.mu.Lock()
 		s := b.buf.String()
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed := b.changed
 		b.mu.Unlock()
 		if strings.Contains(s, text) {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline:
 			t.Fatalf("the log lacks %q:\n%s", text, s)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
