@@ -76,6 +76,7 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 		Logger:       s.cfg.Logger,
 		Timeout:      s.cfg.RequestTimeout,
 		Reconnecting: s.Reconnecting,
+		Observer:     s.cfg.Observer,
 	})
 	st, why, err := c.handshake(ctx)
 	if err != nil {

@@ -39,6 +39,7 @@ func (s *Session) redialLoop() {
 		}
 		err := s.connect(s.ctx, true)
 		if err == nil {
+			s.reconnects.Add(1)
 			s.log.Info("reconnected", "attempt", n+1)
 			return
 		}

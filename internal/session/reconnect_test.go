@@ -83,8 +83,14 @@ func TestReconnectAfterKill(t *testing.T) {
 	if closed.Attr("will_reconnect") != "true" || closed.Attr("exit_code") != "1" {
 		t.Errorf("close log %+v, want will_reconnect and the exit code", closed)
 	}
+	if n := s.Reconnects(); n != 0 {
+		t.Errorf("Reconnects() = %d before the redial, want 0", n)
+	}
 	close(gate)
 	rec.Wait(t, "reconnected", 1)
+	if n := s.Reconnects(); n != 1 {
+		t.Errorf("Reconnects() = %d after one reconnect, want 1", n)
+	}
 
 	r := policyReport(t, s) // the new process: only what this connection sent
 	if len(r.Policies) != 1 || !r.Policies[0].AsRequest {

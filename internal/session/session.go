@@ -17,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpl-go/mcpl/grant"
@@ -96,6 +97,9 @@ type Config struct {
 	// exchange settles (0 means 1000). Beyond it a request is refused at
 	// once and a notification dropped.
 	MaxHeld int
+	// Observer, if set, is told how each request on each connection ended
+	// (wire.Options.Observer).
+	Observer wire.Observer
 }
 
 // Reconnect configures redialing.
@@ -183,6 +187,8 @@ type Session struct {
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
 	running routines // the session's goroutines: Close waits for them
+
+	reconnects atomic.Int64 // reconnects that succeeded
 }
 
 // ErrClosed is returned by Connect when the session was closed meanwhile.
@@ -443,6 +449,22 @@ func (s *Session) Notify(ctx context.Context, method string, params any) error {
 		return err
 	}
 	return c.peer.Notify(ctx, method, params)
+}
+
+// Reconnects returns how many times the session has reconnected after a
+// drop.
+func (s *Session) Reconnects() int64 { return s.reconnects.Load() }
+
+// Queued returns how many of the server's messages wait for this host's
+// handler on the current connection (0 between connections).
+func (s *Session) Queued() int {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	return c.peer.Queued()
 }
 
 // current returns the current connection, or, between connections, the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -82,6 +83,7 @@ type Request struct {
 	size     int    // the message's bytes, counted against MaxQueuedBytes
 	held     bool   // Hold was called: the handler releases the bytes
 	release  func() // Hold's release
+	read     time.Time // when it was read, for Options.Observer
 }
 
 // Hold keeps the message counted against the connection's inbound budget
@@ -165,6 +167,17 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	ctx, cancel := context.WithTimeout(p.wctx, p.wtime)
 	werr := p.s.Write(ctx, body)
 	cancel()
+	if p.obs != nil {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		var d time.Duration
+		if !r.read.IsZero() {
+			d = time.Since(r.read)
+		}
+		p.obs.Answered(r.Method, outcome, d)
+	}
 	if werr != nil && p.wctx.Err() == nil {
 		switch {
 		case errors.Is(werr, transport.ErrStalled), errors.Is(werr, transport.ErrPartialWrite) && errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -59,6 +59,24 @@ type Options struct {
 	// gone), with an operator log line; the call or notification fails as
 	// CauseStalled.
 	WriteTimeout time.Duration
+	// Observer, if set, is told how each request ended, either way, for
+	// metrics; nil tells no one.
+	Observer Observer
+}
+
+// Observer hears how each request on a connection ended. Its methods are
+// called on the connection's goroutines, once per request, and must
+// return quickly. method is as the message named it: a peer can send any
+// string there, so an observer that keys on it bounds what it keeps.
+type Observer interface {
+	// Called: a call this side made ended after d. outcome is "ok" or the
+	// failure's Outcome ("not-sent", "no-response", "error-response",
+	// "bad-response").
+	Called(method, outcome string, d time.Duration)
+	// Answered: this side answered the other side's request, d after it
+	// was read (its wait in the queue included). outcome is "ok" or
+	// "error" (a refusal included).
+	Answered(method, outcome string, d time.Duration)
 }
 
 // Defaults of Options' bounds.
@@ -107,6 +125,7 @@ type Peer struct {
 	closeOnce sync.Once
 	faultOnce sync.Once      // the peer-fault log line
 	closers   sync.WaitGroup // end's background stream close
+	obs       Observer       // Options.Observer; nil for none
 }
 
 type pendingCall struct {
@@ -174,6 +193,7 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 		done:        make(chan struct{}),
 		readDone:    make(chan struct{}),
 		closeNow:    make(chan struct{}),
+		obs:         opts.Observer,
 	}
 	p.inbox.init(max, maxBytes)
 	p.owed.init()
@@ -187,6 +207,26 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 	go p.dispatch()
 	go p.writeRefusals()
 	return p
+}
+
+// outcomeOf names a call's end for Observer.Called.
+func outcomeOf(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce.Outcome.String()
+	}
+	return "error"
+}
+
+// Queued returns how many of the other side's messages wait for the
+// handler now.
+func (p *Peer) Queued() int {
+	p.inbox.mu.Lock()
+	defer p.inbox.mu.Unlock()
+	return len(p.inbox.items)
 }
 
 // Name returns the peer's name.
@@ -377,7 +417,11 @@ func (p *Peer) read() {
 		case kindResponse:
 			p.answer(env)
 		case kindRequest, kindNotification:
-			p.enqueue(&Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p, size: len(msg)})
+			r := &Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p, size: len(msg)}
+			if p.obs != nil && r.id != nil {
+				r.read = time.Now()
+			}
+			p.enqueue(r)
 		case kindInvalidRequest:
 			p.limits.Log(&logInvalidRequest, slog.String("id", Cut(string(env.ID), 64)))
 			p.refuse(&Request{id: env.ID, peer: p}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
@@ -480,7 +524,11 @@ func WithTimeout(d time.Duration) CallOption {
 // Call sends a request and waits for its answer, decoding the result into
 // result (unless result is nil). A failure is a *CallError, whose Outcome
 // says what is known of the request's effect.
-func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) error {
+func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) (err error) {
+	if p.obs != nil {
+		start := time.Now()
+		defer func() { p.obs.Called(method, outcomeOf(err), time.Since(start)) }()
+	}
 	o := callOpts{timeout: p.timeout}
 	for _, f := range opts {
 		f(&o)
