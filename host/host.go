@@ -56,6 +56,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/channels"
@@ -63,6 +65,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/fetchref"
 	"github.com/mcpl-go/mcpl/internal/hooks"
 	"github.com/mcpl-go/mcpl/internal/inference"
+	"github.com/mcpl-go/mcpl/internal/metrics"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -92,6 +95,10 @@ type Options struct {
 	// ShutdownGrace is how long Close lets the agents' turns in flight end
 	// by themselves before it cuts them short; 0 cuts them short at once.
 	ShutdownGrace time.Duration
+	// Metrics, if set, is where the host registers its Prometheus metrics
+	// (docs/status.md); nil keeps none. New fails when they can't be
+	// registered there (a second host on the same registerer, say).
+	Metrics prometheus.Registerer
 }
 
 // Host runs a set of servers.
@@ -103,8 +110,10 @@ type Host struct {
 	fetcher  *fetchref.Fetcher
 	store    store.Store
 	ownStore store.Store // a store New made, closed by Close
-	// transcript writes the agents' turns; nil writes none.
+	// transcript writes the agents' turns, and hands them to activity.
 	transcript *agent.Transcript
+	activity   activity         // what the agents did, for Agents and metrics
+	metrics    *metrics.Metrics // nil without Options.Metrics
 	grace      time.Duration     // Options.ShutdownGrace
 	hooks      *hooks.Runner     // context hooks and inference/lifecycle
 	infer      *inference.Server // inference/request
@@ -171,9 +180,14 @@ func New(opts Options) (*Host, error) {
 	}
 	h.store = st
 	h.grace = opts.ShutdownGrace
-	if opts.Transcript != nil {
-		h.transcript = agent.NewTranscript(opts.Transcript)
+	if opts.Metrics != nil {
+		m, err := metrics.New(opts.Metrics, h.metricsSnapshot)
+		if err != nil {
+			return nil, fmt.Errorf("host: registering its metrics: %w", err)
+		}
+		h.metrics, h.activity.metrics = m, m
 	}
+	h.transcript = agent.NewTappedTranscript(opts.Transcript, h.activity.record)
 	reg, err := channels.New(channels.Options{
 		Store:    st,
 		Logger:   log,
@@ -399,7 +413,8 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Bind: func(s *session.Session) {
 			h.channels.AddServer(cfg.ID, sessionConn{s}, channelConfig(cfg))
 		},
-		Logger: h.log,
+		Logger:   h.log,
+		Observer: h.metrics.Server(cfg.ID),
 		OnConnect: func(s *session.Session) {
 			// Every connection lists the tools: until the server is
 			// registered, connectMarked does; after that, this does. The

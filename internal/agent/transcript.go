@@ -83,12 +83,21 @@ type UsageLine struct {
 type Transcript struct {
 	mu  sync.Mutex
 	w   io.Writer
+	tap func(Event)
 	now func() time.Time
 	err error
 }
 
 // NewTranscript writes to w.
-func NewTranscript(w io.Writer) *Transcript { return &Transcript{w: w, now: time.Now} }
+func NewTranscript(w io.Writer) *Transcript { return NewTappedTranscript(w, nil) }
+
+// NewTappedTranscript writes to w (nil for nowhere) and hands each event
+// to tap (nil for no one) as well, in order, before it is written: for a
+// reader that keeps events rather than lines (the status page, metrics).
+// tap must return quickly, and keeps getting events after a failed write.
+func NewTappedTranscript(w io.Writer, tap func(Event)) *Transcript {
+	return &Transcript{w: w, tap: tap, now: time.Now}
+}
 
 // Write writes ev, stamped with the time if it has none. After a failed
 // write it writes nothing more, and Err says why.
@@ -98,11 +107,14 @@ func (t *Transcript) Write(ev Event) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.err != nil {
-		return
-	}
 	if ev.At.IsZero() {
 		ev.At = t.now().UTC()
+	}
+	if t.tap != nil {
+		t.tap(ev)
+	}
+	if t.err != nil || t.w == nil {
+		return
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {

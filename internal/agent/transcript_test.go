@@ -74,3 +74,24 @@ func TestTranscriptStopsAfterFailure(t *testing.T) {
 		t.Error("nil transcript has an error")
 	}
 }
+
+// A tapped transcript hands each event, stamped, to its tap, also with no
+// writer and after a failed write.
+func TestTranscriptTap(t *testing.T) {
+	var got []Event
+	w := &failWriter{}
+	tr := NewTappedTranscript(w, func(ev Event) { got = append(got, ev) })
+	tr.Write(Event{Agent: "ada", Event: EventTurnStart})
+	tr.Write(Event{Agent: "ada", Event: EventTurnEnd, Reason: "end_turn"})
+	if len(got) != 2 || got[1].Reason != "end_turn" || got[0].At.IsZero() {
+		t.Errorf("tapped %+v, want both events, stamped", got)
+	}
+	if w.n != 1 {
+		t.Errorf("%d writes, want 1 (none after the failure)", w.n)
+	}
+	got = nil
+	NewTappedTranscript(nil, func(ev Event) { got = append(got, ev) }).Write(Event{Event: EventNotice})
+	if len(got) != 1 {
+		t.Errorf("a transcript with no writer tapped %d events, want 1", len(got))
+	}
+}

@@ -1,0 +1,218 @@
+package host
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/metrics"
+)
+
+// What the host shows of itself while it runs: its channels and agents as
+// snapshots (for a status page), and, given a Prometheus registerer, its
+// metrics (internal/metrics; docs/status.md lists them).
+
+// TranscriptEvent is one event of an agent's transcript
+// (docs/transcript.md).
+type TranscriptEvent = agent.Event
+
+// RecentEvents is how many of each agent's latest transcript events
+// Agents keeps.
+const RecentEvents = 100
+
+// ChannelState is a snapshot of one channel: as its server registered it
+// (while it does), and the decision this host keeps for it (which
+// outlives a registration, and the server's connection).
+type ChannelState struct {
+	Server, ID string
+	// Registered: its server has it registered now; Label, Type and
+	// Direction are then as registered.
+	Registered             bool
+	Label, Type, Direction string
+	// Open: the server confirmed it open, and it is open now.
+	Open bool
+	// Decision is "open" or "closed", or "" when nothing was decided;
+	// Source says who decided it (docs/channels.md) and DecidedAt when.
+	Decision  string
+	Source    string
+	DecidedAt time.Time
+}
+
+// Channels returns every channel registered now or decided on, by server
+// and id.
+func (h *Host) Channels() []ChannelState {
+	byKey := map[[2]string]*ChannelState{}
+	var out []*ChannelState
+	get := func(server, id string) *ChannelState {
+		k := [2]string{server, id}
+		c := byKey[k]
+		if c == nil {
+			c = &ChannelState{Server: server, ID: id}
+			byKey[k] = c
+			out = append(out, c)
+		}
+		return c
+	}
+	for _, l := range h.channels.Channels() {
+		c := get(l.ServerID, l.ID)
+		c.Registered, c.Label, c.Type, c.Direction, c.Open = true, l.Label, l.Type, l.Direction, l.Open
+	}
+	for _, d := range h.channels.Decisions() {
+		c := get(d.Server, d.Channel)
+		c.Decision, c.Source, c.DecidedAt = string(d.State), d.Source, d.At
+	}
+	res := make([]ChannelState, len(out))
+	for i, c := range out {
+		res[i] = *c
+	}
+	slices.SortFunc(res, func(a, b ChannelState) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.ID, b.ID))
+	})
+	return res
+}
+
+// AgentState is a snapshot of one agent.
+type AgentState struct {
+	Name string
+	// Model is its provider and model ("anthropic claude-…", "scripted").
+	Model string
+	// Turns counts the turns that ended since the host started;
+	// TokensIn and TokensOut its model's tokens.
+	Turns               int64
+	TokensIn, TokensOut int64
+	// InTurn: a turn has started and not ended.
+	InTurn bool
+	// LastEvent is when its latest transcript event happened.
+	LastEvent time.Time
+	// Recent are its latest transcript events, oldest first (at most
+	// RecentEvents).
+	Recent []TranscriptEvent
+}
+
+// Agents returns every configured agent, in configuration order, with
+// what it has done since the host started. None before Start.
+func (h *Host) Agents() []AgentState {
+	set := h.running()
+	if set == nil {
+		return nil
+	}
+	var out []AgentState
+	for _, a := range set.cfg.Agents {
+		st := AgentState{Name: a.Name, Model: a.Model.Provider}
+		if a.Model.Model != "" {
+			st.Model += " " + a.Model.Model
+		}
+		h.activity.fill(&st)
+		out = append(out, st)
+	}
+	return out
+}
+
+// activity keeps what each agent did, from its transcript events.
+type activity struct {
+	metrics *metrics.Metrics
+
+	mu     sync.Mutex
+	agents map[string]*agentActivity
+}
+
+type agentActivity struct {
+	turns, in, out int64
+	inTurn         bool
+	last           time.Time
+	recent         []TranscriptEvent // a ring of RecentEvents, from next
+	next           int
+}
+
+// record takes one transcript event (agent.Transcript's tap).
+func (a *activity) record(ev agent.Event) {
+	switch ev.Event {
+	case agent.EventTurnEnd:
+		a.metrics.Turn(ev.Agent, ev.Reason)
+	case agent.EventModel:
+		if ev.Usage != nil {
+			a.metrics.Tokens(ev.Agent, ev.Usage.In, ev.Usage.Out)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.agents == nil {
+		a.agents = map[string]*agentActivity{}
+	}
+	g := a.agents[ev.Agent]
+	if g == nil {
+		g = &agentActivity{}
+		a.agents[ev.Agent] = g
+	}
+	switch ev.Event {
+	case agent.EventTurnStart:
+		g.inTurn = true
+	case agent.EventTurnEnd:
+		g.turns++
+		g.inTurn = false
+	case agent.EventModel:
+		if ev.Usage != nil {
+			g.in += int64(ev.Usage.In)
+			g.out += int64(ev.Usage.Out)
+		}
+	}
+	g.last = ev.At
+	if len(g.recent) < RecentEvents {
+		g.recent = append(g.recent, ev)
+		return
+	}
+	g.recent[g.next] = ev
+	g.next = (g.next + 1) % RecentEvents
+}
+
+// fill copies an agent's activity into st.
+func (a *activity) fill(st *AgentState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.agents[st.Name]
+	if g == nil {
+		return
+	}
+	st.Turns, st.TokensIn, st.TokensOut, st.InTurn, st.LastEvent = g.turns, g.in, g.out, g.inTurn, g.last
+	st.Recent = append(append(make([]TranscriptEvent, 0, len(g.recent)), g.recent[g.next:]...), g.recent[:g.next]...)
+}
+
+// metricsSnapshot is what a metrics scrape reads.
+func (h *Host) metricsSnapshot() metrics.Snapshot {
+	h.mu.Lock()
+	type entry struct {
+		id  string
+		srv *server
+	}
+	var live []entry
+	for _, id := range h.order {
+		if srv := h.servers[id]; srv != nil {
+			live = append(live, entry{id, srv})
+		}
+	}
+	h.mu.Unlock()
+	chans := map[string]*metrics.Server{}
+	var snap metrics.Snapshot
+	for _, e := range live {
+		snap.Servers = append(snap.Servers, metrics.Server{
+			ID:         e.id,
+			Connected:  e.srv.sess.State().Connected,
+			Queued:     e.srv.sess.Queued(),
+			Reconnects: e.srv.sess.Reconnects(),
+		})
+	}
+	for i := range snap.Servers {
+		chans[snap.Servers[i].ID] = &snap.Servers[i]
+	}
+	for _, l := range h.channels.Channels() {
+		if s := chans[l.ServerID]; s != nil {
+			s.Channels++
+			if l.Open {
+				s.Open++
+			}
+		}
+	}
+	return snap
+}

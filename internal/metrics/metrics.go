@@ -1,0 +1,197 @@
+// Package metrics is the host's Prometheus instruments: what it counts as
+// things happen (requests by server, direction, method and outcome, their
+// latencies, agent turns, model tokens) and what it reads from the host
+// when scraped (each server's connection, inbound queue depth and
+// reconnects; its channels registered and open). docs/status.md lists
+// them.
+//
+// Label values are bounded whatever a server sends: a server's id comes
+// from the configuration, and a method name outside the protocol's is
+// counted as "other", so a server inventing method names can't grow the
+// series without end.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpl-go/mcpl/internal/hooks"
+	"github.com/mcpl-go/mcpl/internal/inference"
+	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// Snapshot is what a scrape reads from the host.
+type Snapshot struct {
+	Servers []Server
+}
+
+// Server is one server's live figures.
+type Server struct {
+	ID         string
+	Connected  bool
+	Queued     int   // its messages waiting for this host's handler
+	Reconnects int64 // since the host started
+	Channels   int   // registered now
+	Open       int   // of those, open now
+}
+
+// Metrics are the instruments. A nil *Metrics counts nothing.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	turns    *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
+}
+
+// Request directions.
+const (
+	Sent     = "sent"     // this host's request to a server
+	Answered = "answered" // a server's request this host answered
+)
+
+// New registers the instruments with reg; snapshot is called at each
+// scrape, and must be safe to call from any goroutine.
+func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_requests_total",
+			Help: "JSON-RPC requests that ended, by server, direction (sent by this host, or answered by it), method and outcome.",
+		}, []string{"server", "direction", "method", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpl_request_duration_seconds",
+			Help:    "How long requests took: a sent one until its answer, an answered one from its arrival (queueing included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"server", "direction", "method"}),
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_agent_turns_total",
+			Help: "Agent turns that ended, by agent and why they ended.",
+		}, []string{"agent", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_model_tokens_total",
+			Help: "Model tokens, by agent and direction (in: read by the model; out: written).",
+		}, []string{"agent", "direction"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, liveCollector(snapshot)} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Server returns the observer of one server's connections; nil (an
+// untyped nil, which wire reads as none) when m is.
+func (m *Metrics) Server(id string) wire.Observer {
+	if m == nil {
+		return nil
+	}
+	return serverObserver{m: m, id: id}
+}
+
+// Turn counts an agent turn that ended for reason.
+func (m *Metrics) Turn(agent, reason string) {
+	if m == nil {
+		return
+	}
+	m.turns.WithLabelValues(agent, reason).Inc()
+}
+
+// Tokens counts a model call's tokens.
+func (m *Metrics) Tokens(agent string, in, out int) {
+	if m == nil {
+		return
+	}
+	if in > 0 {
+		m.tokens.WithLabelValues(agent, "in").Add(float64(in))
+	}
+	if out > 0 {
+		m.tokens.WithLabelValues(agent, "out").Add(float64(out))
+	}
+}
+
+type serverObserver struct {
+	m  *Metrics
+	id string
+}
+
+func (o serverObserver) Called(method, outcome string, d time.Duration) {
+	o.observe(Sent, method, outcome, d)
+}
+
+func (o serverObserver) Answered(method, outcome string, d time.Duration) {
+	o.observe(Answered, method, outcome, d)
+}
+
+func (o serverObserver) observe(direction, method, outcome string, d time.Duration) {
+	method = MethodLabel(method)
+	o.m.requests.WithLabelValues(o.id, direction, method, outcome).Inc()
+	o.m.latency.WithLabelValues(o.id, direction, method).Observe(d.Seconds())
+}
+
+// knownMethods are the request methods counted by name.
+var knownMethods = map[string]bool{}
+
+func init() {
+	for _, m := range []string{
+		protocol.MethodPing, protocol.MethodInitialize, protocol.MethodToolsList, protocol.MethodToolsCall,
+		protocol.MethodFeatureSetsUpdate, protocol.MethodPushEvent,
+		protocol.MethodChannelsRegister, protocol.MethodChannelsChanged, protocol.MethodChannelsList,
+		protocol.MethodChannelsIncoming, protocol.MethodChannelsOpen, protocol.MethodChannelsClose,
+		protocol.MethodChannelsPublish, protocol.MethodChannelsAcknowledge, protocol.MethodChannelsTyping,
+		protocol.MethodChannelsOutgoingChunk, protocol.MethodChannelsOutgoingComplete,
+		protocol.MethodInferenceRequest, protocol.MethodModelInfo,
+		protocol.MethodFeatureSetsChanged, protocol.MethodScopeElevate,
+		hooks.MethodBeforeInference, hooks.MethodLifecycle, inference.MethodChunk,
+	} {
+		knownMethods[m] = true
+	}
+}
+
+// MethodLabel is the method as a label value: its name when the protocol
+// has it, else "other".
+func MethodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "other"
+}
+
+// live is the collector of the figures read at scrape.
+type live struct {
+	snapshot                                     func() Snapshot
+	up, queued, reconnects, registered, openDesc *prometheus.Desc
+}
+
+func liveCollector(snapshot func() Snapshot) *live {
+	server := []string{"server"}
+	return &live{
+		snapshot:   snapshot,
+		up:         prometheus.NewDesc("mcpl_server_connected", "1 while the server's connection is open, else 0.", server, nil),
+		queued:     prometheus.NewDesc("mcpl_inbound_queue_depth", "The server's messages waiting for this host's handler.", server, nil),
+		reconnects: prometheus.NewDesc("mcpl_reconnects_total", "Reconnects to the server after a drop.", server, nil),
+		registered: prometheus.NewDesc("mcpl_channels_registered", "The server's channels registered now.", server, nil),
+		openDesc:   prometheus.NewDesc("mcpl_channels_open", "The server's channels open now.", server, nil),
+	}
+}
+
+func (l *live) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{l.up, l.queued, l.reconnects, l.registered, l.openDesc} {
+		ch <- d
+	}
+}
+
+func (l *live) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range l.snapshot().Servers {
+		up := 0.0
+		if s.Connected {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(l.up, prometheus.GaugeValue, up, s.ID)
+		ch <- prometheus.MustNewConstMetric(l.queued, prometheus.GaugeValue, float64(s.Queued), s.ID)
+		ch <- prometheus.MustNewConstMetric(l.reconnects, prometheus.CounterValue, float64(s.Reconnects), s.ID)
+		ch <- prometheus.MustNewConstMetric(l.registered, prometheus.GaugeValue, float64(s.Channels), s.ID)
+		ch <- prometheus.MustNewConstMetric(l.openDesc, prometheus.GaugeValue, float64(s.Open), s.ID)
+	}
+}
