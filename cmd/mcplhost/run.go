@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/status"
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
-const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--log-format text|json] [-v]
+const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--status ADDR] [--log-format text|json] [-v]
 
 Runs the host from a configuration file: opens the store the file names,
 starts its agents, connects its servers, and runs until SIGINT or SIGTERM.
@@ -25,13 +30,19 @@ exits at once. --transcript appends every agent's turns to FILE as JSON
 lines (docs/transcript.md); they are kept in the store too. The log goes
 to stderr, as text or JSON lines (--log-format; -v adds operator detail).
 
+--status ADDR serves a live status page, /healthz, /metrics (Prometheus)
+and /api/servers, /api/channels and /api/agents (docs/status.md) at ADDR:
+127.0.0.1:PORT, or PORT alone for loopback. It binds beyond loopback only
+when ADDR names another address; anyone who can reach it reads what it
+shows. Off by default.
+
 Exit status: 128+N after a stop by signal N (130 for SIGINT, 143 for
 SIGTERM), 1 when the host can't start, 2 for usage or configuration
 errors.
 `
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cfgPath, transcript string
+	var cfgPath, transcript, statusAddr string
 	verbose, logFormat := false, "text"
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -52,6 +63,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return runUsageError(stderr, "--transcript needs a file")
 			}
 			transcript = v
+		case "status":
+			v, ok := next()
+			if !ok {
+				return runUsageError(stderr, "--status needs an address (127.0.0.1:PORT)")
+			}
+			a, err := status.ListenAddr(v)
+			if err != nil {
+				return runUsageError(stderr, fmt.Sprintf("--status %q: %v", v, err))
+			}
+			statusAddr = a
 		case "log-format":
 			v, ok := next()
 			if !ok || (v != "text" && v != "json") {
@@ -99,19 +120,47 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer st.Close()
-	h, err := host.New(host.Options{Logger: log, Store: st, Transcript: tw, ShutdownGrace: runShutdownGrace,
-		RefsDir: filepath.Join(filepath.Dir(cfg.Store), "refs")})
+	opts := host.Options{Logger: log, Store: st, Transcript: tw, ShutdownGrace: runShutdownGrace,
+		RefsDir: filepath.Join(filepath.Dir(cfg.Store), "refs")}
+	var reg *prometheus.Registry
+	if statusAddr != "" {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.Metrics = reg
+	}
+	h, err := host.New(opts)
 	if err != nil {
 		printer{stderr}.linef("mcplhost run: %v", err)
 		return exitFail
 	}
 	defer h.Close()
+	if statusAddr != "" {
+		srv, err := status.Start(statusAddr, h, reg, log)
+		if err != nil {
+			printer{stderr}.linef("mcplhost run: the status server: %v", err)
+			return exitFail
+		}
+		defer srv.Close()
+		if ip := net.ParseIP(hostPart(srv.Addr())); ip == nil || !ip.IsLoopback() {
+			log.Warn("the status server listens beyond loopback: anyone who can reach it reads the grants, channels and what the agents said", "addr", srv.Addr())
+		}
+		printer{stderr}.linef("mcplhost run: status page at %s", srv.URL())
+	}
 	if err := h.Start(cfg); err != nil {
 		printer{stderr}.linef("mcplhost run: %v", err)
 		return exitFail
 	}
 	<-ctx.Done()
 	return exitOK
+}
+
+// hostPart is addr's host.
+func hostPart(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
 }
 
 // runShutdownGrace is how long run lets turns in flight end at a stop.

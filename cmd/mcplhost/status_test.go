@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// client makes no keep-alive connections, so none outlives a test.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+
+// lineWatch is a writer that tells when a line matching re is written.
+type lineWatch struct {
+	re    *regexp.Regexp
+	found chan string
+
+	mu   sync.Mutex
+	text strings.Builder
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.text.Write(p)
+	if m := w.re.FindStringSubmatch(w.text.String()); m != nil {
+		w.once.Do(func() { w.found <- m[1] })
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.text.String()
+}
+
+// mcplhost run --status serves the status page, its API and metrics for
+// the running host (the chat room, a real subprocess), and stops serving
+// when run stops.
+func TestRunStatus(t *testing.T) {
+	bin := buildChatroom(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "quiet.script")
+	if err := os.WriteFile(script, []byte("+1h #random alice: much later\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "host.yaml")
+	if err := os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -script, "+script+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lineWatch{re: regexp.MustCompile(`status page at (http://127\.0\.0\.1:\d+/)\n`), found: make(chan string, 1)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", cfg, "--status", "127.0.0.1:0"}, io.Discard, stderr)
+	}()
+	var url string
+	select {
+	case url = <-stderr.found:
+	case code := <-done:
+		t.Fatalf("run ended with %d before serving its status:\n%s", code, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no status page line:\n%s", stderr)
+	}
+	get := func(path string) (int, string) {
+		resp, err := client.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := get(""); code != 200 || !strings.Contains(body, "<title>mcplhost status</title>") {
+		t.Errorf("/: %d, not the page", code)
+	}
+	// The room connects in the background; the API shows it connecting,
+	// then connected.
+	deadline := time.Now().Add(30 * time.Second)
+	var servers []struct{ ID, State string }
+	for {
+		_, body := get("api/servers")
+		if err := json.Unmarshal([]byte(body), &servers); err != nil {
+			t.Fatalf("/api/servers: %v: %s", err, body)
+		}
+		if len(servers) == 1 && servers[0].State == "connected" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the API, as its page does
+	}
+	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" {
+		t.Fatalf("/api/servers = %+v", servers)
+	}
+	_, metrics := get("metrics")
+	for _, want := range []string{`mcpl_server_connected{server="room"} 1`, `mcpl_channels_registered{server="room"} 3`, "go_goroutines ", "process_open_fds "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("run ended with %d:\n%s", code, stderr)
+	}
+	if _, err := client.Get(url + "healthz"); err == nil {
+		t.Error("the status server still answers after run stopped")
+	}
+}
+
+func TestRunStatusUsage(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"x:y", `mcplhost run: --status "x:y": "y" is not a port`},
+		{"", `mcplhost run: --status "": an address is required`},
+	} {
+		code, _, stderr := runCLI("run", "--config", "none.yaml", "--status", tc.arg)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--status %q: exit %d, stderr %q; want 2 and %q", tc.arg, code, stderr, tc.want)
+		}
+	}
+}

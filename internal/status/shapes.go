@@ -1,0 +1,128 @@
+package status
+
+import (
+	"time"
+
+	"github.com/mcpl-go/mcpl/host"
+)
+
+// The JSON the API serves (docs/status.md). Lists are never null.
+
+// ServerView is one entry of /api/servers.
+type ServerView struct {
+	ID         string `json:"id"`
+	ToolPrefix string `json:"toolPrefix"`
+	// State is "connecting", "connected", "reconnecting" or
+	// "disconnected".
+	State       string       `json:"state"`
+	Name        string       `json:"name,omitempty"` // its serverInfo
+	Version     string       `json:"version,omitempty"`
+	MCPL        string       `json:"mcpl,omitempty"`   // the MCPL version it advertised
+	Policy      string       `json:"policy,omitempty"` // how the policy exchange ended
+	Reason      string       `json:"reason,omitempty"` // a refusal's reason, or why it went unanswered
+	Effective   []string     `json:"effective"`        // the capabilities granted now
+	Denied      []Denied     `json:"denied"`
+	FeatureSets []FeatureSet `json:"featureSets"`
+}
+
+// Denied is an advertised capability not granted, and why.
+type Denied struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// FeatureSet is one feature set's state.
+type FeatureSet struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func servers(in []host.ServerState) []ServerView {
+	out := []ServerView{}
+	for _, s := range in {
+		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Policy: string(s.Policy), Reason: s.PolicyReason,
+			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}}
+		if s.ServerInfo != nil {
+			v.Name, v.Version = s.ServerInfo.Name, s.ServerInfo.Version
+		}
+		if s.Advertisement != nil {
+			v.MCPL = s.Advertisement.Version
+		}
+		for _, d := range s.Grant.Denied {
+			v.Denied = append(v.Denied, Denied{Path: d.Path, Reason: string(d.Reason)})
+		}
+		for _, f := range s.Grant.FeatureSets {
+			v.FeatureSets = append(v.FeatureSets, FeatureSet{Name: f.Name, State: string(f.State), Reason: string(f.Reason)})
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func serverState(s host.ServerState) string {
+	switch {
+	case s.Connecting:
+		return "connecting"
+	case s.Connected:
+		return "connected"
+	case s.Reconnecting:
+		return "reconnecting"
+	}
+	return "disconnected"
+}
+
+// ChannelView is one entry of /api/channels.
+type ChannelView struct {
+	Server     string `json:"server"`
+	ID         string `json:"id"`
+	Label      string `json:"label,omitempty"`
+	Type       string `json:"type,omitempty"`
+	Direction  string `json:"direction,omitempty"`
+	Registered bool   `json:"registered"`
+	Open       bool   `json:"open"`
+	// Decision is "open", "closed", or "" when none was made.
+	Decision  string     `json:"decision"`
+	Source    string     `json:"source,omitempty"`
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+}
+
+func channels(in []host.ChannelState) []ChannelView {
+	out := []ChannelView{}
+	for _, c := range in {
+		v := ChannelView{Server: c.Server, ID: c.ID, Label: c.Label, Type: c.Type, Direction: c.Direction,
+			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source}
+		if !c.DecidedAt.IsZero() {
+			at := c.DecidedAt.UTC()
+			v.DecidedAt = &at
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// AgentView is one entry of /api/agents.
+type AgentView struct {
+	Name      string                 `json:"name"`
+	Model     string                 `json:"model"`
+	Turns     int64                  `json:"turns"`
+	TokensIn  int64                  `json:"tokensIn"`
+	TokensOut int64                  `json:"tokensOut"`
+	InTurn    bool                   `json:"inTurn"`
+	LastEvent *time.Time             `json:"lastEvent,omitempty"`
+	Recent    []host.TranscriptEvent `json:"recent"` // oldest first
+}
+
+func agents(in []host.AgentState, recent int) []AgentView {
+	out := []AgentView{}
+	for _, a := range in {
+		v := AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
+			Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
+		if !a.LastEvent.IsZero() {
+			at := a.LastEvent.UTC()
+			v.LastEvent = &at
+		}
+		out = append(out, v)
+	}
+	return out
+}

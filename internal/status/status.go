@@ -1,0 +1,168 @@
+// Package status is the host's status server (mcplhost run --status): a
+// health check, Prometheus metrics, the host's servers, channels and
+// agents as JSON, and a small self-contained page that shows them live
+// (docs/status.md).
+//
+// It only reads: nothing it serves changes the host. It binds loopback
+// unless given an address with a host part explicitly, since what it
+// shows (grants, channel names, what agents said) is not for everyone.
+package status
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpl-go/mcpl/host"
+)
+
+// Host is what the status server reads: *host.Host.
+type Host interface {
+	Servers() []host.ServerState
+	Channels() []host.ChannelState
+	Agents() []host.AgentState
+}
+
+//go:embed page.html
+var page []byte
+
+// RecentDefault is how many of an agent's latest transcript events
+// /api/agents gives when not asked (?recent=N, at most host.RecentEvents).
+const RecentDefault = 30
+
+// Handler serves the status endpoints for h; metrics from g.
+func Handler(h Host, g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+		w.Write(page)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/servers", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, servers(h.Servers()))
+	})
+	mux.HandleFunc("GET /api/channels", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, channels(h.Channels()))
+	})
+	mux.HandleFunc("GET /api/agents", func(w http.ResponseWriter, r *http.Request) {
+		n := RecentDefault
+		if v := r.URL.Query().Get("recent"); v != "" {
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 0 {
+				http.Error(w, "recent: a count of events, 0 or more", http.StatusBadRequest)
+				return
+			}
+			n = min(k, host.RecentEvents)
+		}
+		writeJSON(w, agents(h.Agents(), n))
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(b, '\n'))
+}
+
+// ListenAddr is the address to listen on for flag: "PORT" and ":PORT"
+// mean loopback's; "HOST:PORT" is taken as given.
+func ListenAddr(flag string) (string, error) {
+	if flag == "" {
+		return "", errors.New("an address is required (127.0.0.1:PORT)")
+	}
+	if !strings.Contains(flag, ":") {
+		flag = ":" + flag
+	}
+	h, p, err := net.SplitHostPort(flag)
+	if err != nil {
+		return "", err
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%q is not a port", p)
+	}
+	if h == "" {
+		h = "127.0.0.1"
+	}
+	return net.JoinHostPort(h, p), nil
+}
+
+// Server is a running status server.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// Start listens on addr (as ListenAddr reads it) and serves h's status
+// and g's metrics until Close.
+func Start(addr string, h Host, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
+	a, err := ListenAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", a)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{
+		ln: ln,
+		srv: &http.Server{
+			Handler:           Handler(h, g),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan error, 1),
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the address it listens on (with the port chosen, for port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is its page's address.
+func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
+
+// Close stops taking connections and lets the requests under way end,
+// for at most 2 seconds, then closes what is left.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = s.srv.Close()
+	}
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
