@@ -19,7 +19,7 @@ import (
 	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
-const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--status ADDR] [--log-format text|json] [-v]
+const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--status ADDR] [--log-format text|json] [--log-level L | -v]
 
 Runs the host from a configuration file: opens the store the file names,
 starts its agents, connects its servers, and runs until SIGINT or SIGTERM.
@@ -28,7 +28,9 @@ end by themselves (then they are cut short and recorded), lifecycle work
 in flight finishes, and the servers and the store close. A second signal
 exits at once. --transcript appends every agent's turns to FILE as JSON
 lines (docs/transcript.md); they are kept in the store too. The log goes
-to stderr, as text or JSON lines (--log-format; -v adds operator detail).
+to stderr, as text or JSON lines (--log-format), at warn level and above;
+-v (--log-level info) adds operator detail, and --log-level debug each line
+the servers write to their stderr too.
 
 --status ADDR serves a live status page, /healthz, /metrics (Prometheus)
 and /api/servers, /api/channels and /api/agents (docs/status.md) at ADDR:
@@ -43,7 +45,7 @@ errors.
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfgPath, transcript, statusAddr string
-	verbose, logFormat := false, "text"
+	level, logFormat := slog.LevelWarn, "text"
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") {
@@ -79,8 +81,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return runUsageError(stderr, fmt.Sprintf("--log-format %q is not text or json", v))
 			}
 			logFormat = v
+		case "log-level":
+			v, ok := next()
+			if !ok || level.UnmarshalText([]byte(v)) != nil {
+				return runUsageError(stderr, fmt.Sprintf("--log-level %q is not debug, info, warn or error", v))
+			}
 		case "v", "verbose":
-			verbose = true
+			level = slog.LevelInfo
 		case "h", "help":
 			printer{stdout}.text(runUsage)
 			return exitOK
@@ -94,10 +101,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, ok := loadConfig("run", cfgPath, stderr)
 	if !ok {
 		return exitUsage
-	}
-	level := slog.LevelWarn
-	if verbose {
-		level = slog.LevelInfo
 	}
 	var handler slog.Handler = slog.NewTextHandler(stderr, logOptions(level))
 	if logFormat == "json" {

@@ -136,6 +136,7 @@ func TestRunUsage(t *testing.T) {
 		{"unknown flag", []string{"run", "--nope"}, exitUsage, "mcplhost run: unknown flag --nope"},
 		{"an argument", []string{"run", "x"}, exitUsage, `mcplhost run: unexpected argument "x"`},
 		{"a log format", []string{"run", "--log-format", "xml", "--config", bad}, exitUsage, `mcplhost run: --log-format "xml" is not text or json`},
+		{"a log level", []string{"run", "--log-level", "loud", "--config", bad}, exitUsage, `mcplhost run: --log-level "loud" is not debug, info, warn or error`},
 		{"no such config", []string{"run", "--config", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
 		{"an agent that can't start", []string{"run", "--config", bad}, exitFail, "agent ada: "},
 	} {
@@ -231,5 +232,42 @@ func TestRunJSONLog(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	if code := <-done; code != exitOK || rec["server"] != "gone" || rec["level"] == nil || rec["msg"] == nil {
 		t.Errorf("exit %d, last record %v", code, rec)
+	}
+}
+
+// --log-level debug shows each line a server writes to its stderr: the
+// chat room's own transcript, here.
+func TestRunDebugLogShowsServerStderr(t *testing.T) {
+	bin := buildChatroom(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "room.script")
+	os.WriteFile(script, []byte("+0s #random alice: hello from the room\n"), 0o600)
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: room\n    command: ["+bin+", -script, "+script+"]\n"), 0o600)
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json", "--log-level", "debug"}, io.Discard, pw)
+		pw.Close()
+	}()
+	bound := time.AfterFunc(30*time.Second, cancel) // the line never came: stop, and fail below
+	defer bound.Stop()
+	sc := bufio.NewScanner(pr)
+	var line string
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %s", sc.Text())
+		}
+		if l, _ := rec["line"].(string); rec["msg"] == "server stderr" && rec["server"] == "room" && strings.Contains(l, "hello from the room") {
+			line = l
+			break
+		}
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	if code := <-done; code != exitOK || line == "" {
+		t.Errorf("exit %d; the room's stderr line %q", code, line)
 	}
 }
