@@ -112,8 +112,8 @@ type Host struct {
 	ownStore store.Store // a store New made, closed by Close
 	// transcript writes the agents' turns, and hands them to activity.
 	transcript *agent.Transcript
-	activity   activity         // what the agents did, for Agents and metrics
-	metrics    *metrics.Metrics // nil without Options.Metrics
+	activity   activity          // what the agents did, for Agents and metrics
+	metrics    *metrics.Metrics  // nil without Options.Metrics
 	grace      time.Duration     // Options.ShutdownGrace
 	hooks      *hooks.Runner     // context hooks and inference/lifecycle
 	infer      *inference.Server // inference/request

@@ -80,9 +80,9 @@ type Request struct {
 	deferred bool
 	owed     bool // counted in the peer's owed answers until answered
 	once     sync.Once
-	size     int    // the message's bytes, counted against MaxQueuedBytes
-	held     bool   // Hold was called: the handler releases the bytes
-	release  func() // Hold's release
+	size     int       // the message's bytes, counted against MaxQueuedBytes
+	held     bool      // Hold was called: the handler releases the bytes
+	release  func()    // Hold's release
 	read     time.Time // when it was read, for Options.Observer
 }
 
