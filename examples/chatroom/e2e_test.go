@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -409,31 +411,107 @@ func (s stderrLog) Handle(_ context.Context, r slog.Record) error {
 
 // TestStdio runs the built command as a subprocess of a session, through
 // the scenario, then closes the session: the room exits on its own when
-// its stdin closes.
+// its stdin closes. Its transcript goes to stderr, or, with -transcript,
+// to a FIFO the test reads as the room writes it (as mcplhost demo does),
+// and then stderr has none of it.
 func TestStdio(t *testing.T) {
 	bin := buildChatroom(t)
 	script := filepath.Join(t.TempDir(), "scenario.script")
 	if err := os.WriteFile(script, []byte(scenarioScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stderr := newTranscript()
-	var proc *transport.Process
-	h := newTestHost(t)
-	sess := h.connect(func(context.Context) (transport.Stream, error) {
-		p, err := transport.Spawn(transport.Command{Argv: []string{bin, "-script", script}},
-			transport.StdioOptions{Logger: slog.New(stderrLog{stderr}), StopWait: waitFor})
-		proc = p
-		return p, err
-	})
-	runScenario(t, h, sess, stderr)
-	sess.Close()
-	select {
-	case <-proc.Exited():
-	case <-time.After(waitFor):
-		t.Fatal("the chatroom did not exit")
+	for _, toFIFO := range []bool{false, true} {
+		name := "stderr"
+		if toFIFO {
+			name = "fifo"
+		}
+		t.Run(name, func(t *testing.T) {
+			stderr := newTranscript()
+			tr := stderr
+			argv := []string{bin, "-script", script}
+			if toFIFO {
+				tr = newTranscript()
+				argv = append(argv, "-transcript", readFIFO(t, tr))
+			}
+			var proc *transport.Process
+			h := newTestHost(t)
+			sess := h.connect(func(context.Context) (transport.Stream, error) {
+				p, err := transport.Spawn(transport.Command{Argv: argv},
+					transport.StdioOptions{Logger: slog.New(stderrLog{stderr}), StopWait: waitFor})
+				proc = p
+				return p, err
+			})
+			runScenario(t, h, sess, tr)
+			tr.wait(t, ScriptOver)
+			sess.Close()
+			select {
+			case <-proc.Exited():
+			case <-time.After(waitFor):
+				t.Fatal("the chatroom did not exit")
+			}
+			if info := proc.CloseInfo(); info.ExitCode != 0 || info.Signal != "" {
+				t.Errorf("exit %d, signal %q: want a clean exit when stdin closed; stderr:\n%s", info.ExitCode, info.Signal, stderr)
+			}
+			if toFIFO && strings.Contains(stderr.String(), "[#general]") {
+				t.Errorf("with -transcript, stderr has the transcript too:\n%s", stderr)
+			}
+		})
 	}
-	if info := proc.CloseInfo(); info.ExitCode != 0 || info.Signal != "" {
-		t.Errorf("exit %d, signal %q: want a clean exit when stdin closed; stderr:\n%s", info.ExitCode, info.Signal, stderr)
+}
+
+// readFIFO makes a FIFO and copies the lines written to it into tr, until
+// the test's cleanup, which ends the copy and waits for it. It returns the
+// FIFO's path.
+//
+// The test holds the FIFO open for reading and writing (as mcplhost demo
+// does), so the room's open of it never waits, and the copy sees no end of
+// file when the room exits: the cleanup writes a last line of its own, and
+// the copy stops there, after everything the room wrote.
+func readFIFO(t *testing.T, tr *transcript) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "room.transcript")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const end = "(the test's end of the FIFO)\n"
+	copied := make(chan error, 1)
+	go func() {
+		r := bufio.NewReader(f)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil || line == end {
+				copied <- err
+				return
+			}
+			tr.Write([]byte(line))
+		}
+	}()
+	t.Cleanup(func() {
+		if _, err := f.WriteString(end); err != nil {
+			t.Errorf("ending the FIFO: %v", err)
+		} else if err := <-copied; err != nil {
+			t.Errorf("reading the FIFO: %v", err)
+		}
+		f.Close()
+	})
+	return fifo
+}
+
+// TestTranscriptFlag: -transcript and -q together are a usage error, and a
+// transcript file that can't be opened stops the room before it serves.
+func TestTranscriptFlag(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-q", "-transcript", filepath.Join(t.TempDir(), "t")}, &out); code != 2 || !strings.Contains(out.String(), "[-q | -transcript file]") {
+		t.Errorf("-q -transcript: exit %d, %q; want 2 and the usage", code, out.String())
+	}
+	out.Reset()
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "t")
+	if code := run(context.Background(), []string{"-transcript", missing}, &out); code != 1 || !strings.Contains(out.String(), "chatroom: open "+missing) {
+		t.Errorf("-transcript %s: exit %d, %q; want 1 and the error", missing, code, out.String())
 	}
 }
 

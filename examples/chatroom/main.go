@@ -7,8 +7,8 @@
 // enables it. It honours channels/open, channels/close, channels/publish,
 // channels/typing, channels/acknowledge and the outgoing stream, writes a
 // transcript of the room (the agent's messages, typing and reactions
-// included) to stderr, and exits when its stdin closes. README.md
-// describes the script format and the flags.
+// included) to stderr, or to the file -transcript names, and exits when
+// its stdin closes. README.md describes the script format and the flags.
 //
 //	go run ./examples/chatroom -speed 4
 package main
@@ -49,14 +49,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "serve WebSocket on this `address` (host:port) instead of stdio, until SIGINT or SIGTERM")
 	verbose := fs.Bool("v", false, "log operator detail (info level) to stderr")
 	quiet := fs.Bool("q", false, "write no transcript to stderr")
+	transcriptFile := fs.String("transcript", "", "write the transcript to `file` (appended to; a FIFO works) instead of stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *speed <= 0 {
-		fmt.Fprintln(stderr, "chatroom: usage: chatroom [-script file] [-speed n>0] [-loop] [-listen addr] [-v] [-q]")
+	if fs.NArg() > 0 || *speed <= 0 || (*quiet && *transcriptFile != "") {
+		fmt.Fprintln(stderr, "chatroom: usage: chatroom [-script file] [-speed n>0] [-loop] [-listen addr] [-v] [-q | -transcript file]")
 		return 2
 	}
 	src, name := defaultScript, "the built-in script"
@@ -79,8 +80,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	transcript := stderr
-	if *quiet {
+	switch {
+	case *quiet:
 		transcript = io.Discard
+	case *transcriptFile != "":
+		// Opened before the room starts, so a file that can't be written
+		// stops it at once. A FIFO's open waits for its reader: a program
+		// that follows the room (mcplhost demo) opens its end first.
+		f, err := os.OpenFile(*transcriptFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			fmt.Fprintln(stderr, "chatroom:", err)
+			return 1
+		}
+		defer f.Close()
+		transcript = f
 	}
 	s := NewRoom(posts, *speed, *loop, transcript, log).Server(version)
 

@@ -41,10 +41,11 @@ const streamsKeep = 32
 //
 // Each connection gets the room from the start of the script. A post goes
 // to the host as channels/incoming while its channel is open for that
-// host: #general from registration (initiallyOpen), any channel after the
-// host's channels/open, until its channels/close. A post that addresses
-// the agent goes to the host even while its channel is closed (in any
-// channel whose registration the host accepted), as a chat platform
+// host: #general from registration (initiallyOpen; unless the host does
+// not accept it), any channel after the host's channels/open, until its
+// channels/close. A post that addresses the agent goes to the host even
+// while its channel is closed (in any channel whose registration the host
+// accepted), as a chat platform
 // delivers a mention of you from a channel you have not joined;
 // the transcript marks it delivered though the channel is not open. Other
 // posts in a closed channel still happen in the room: they are kept in the
@@ -134,10 +135,13 @@ func (v *visit) setRegistered(name string) {
 	v.registered[name] = true
 }
 
-func (v *visit) setOpen(name string, open bool) {
+// swapOpen sets whether the channel is open, and reports whether it was.
+func (v *visit) swapOpen(name string, open bool) (was bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	was = v.open[name]
 	v.open[name] = open
+	return was
 }
 
 func (v *visit) remember(name, line string) {
@@ -226,13 +230,22 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 			}
 		}
 		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered", "missing", missing)
-		Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
+		r.play(ctx, c, v)
 		<-ctx.Done()
 		return
 	}
 	descs := make([]protocol.ChannelDescriptor, 0, len(Channels))
 	for _, name := range Channels {
-		descs = append(descs, descriptor(name))
+		d := descriptor(name)
+		descs = append(descs, d)
+		if d.InitiallyOpen {
+			// Open before the host hears of it, as the descriptor says:
+			// the host may carry out its own decision (close it, say) as
+			// soon as it has answered, before this goroutine reads the
+			// answer, and that decision must stand.
+			v.swapOpen(name, true)
+			r.transcript.printf("[%s] (open from the start)", name)
+		}
 	}
 	results, err := c.RegisterChannels(ctx, descs...)
 	if err != nil {
@@ -246,14 +259,31 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 			r.log.Warn("the host refused a channel", "channel", name, "reason", res.Reason)
 		default:
 			v.setRegistered(name)
-			if descriptor(name).InitiallyOpen {
-				v.setOpen(name, true)
-				r.transcript.printf("[%s] (open from the start)", name)
-			}
 		}
 	}
-	Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
+	for _, d := range descs {
+		if d.InitiallyOpen && !v.isRegistered(d.Label) && v.swapOpen(d.Label, false) {
+			r.transcript.printf("[%s] (not open after all: the host did not accept the channel)", d.Label)
+		}
+	}
+	r.play(ctx, c, v)
 	<-ctx.Done() // the room stays, and answers the host, until the connection ends
+}
+
+// ScriptOver is the transcript's line once the script has played out
+// (with -loop, only for a script that takes no time, which plays once):
+// from then on nobody posts, though the room still answers the host. A
+// program that follows the transcript can tell the story is told (mcplhost
+// demo waits for it).
+const ScriptOver = "(the script has played out: nobody posts from here on)"
+
+// play plays the script for one connection, then says so in the
+// transcript, unless the connection ended first.
+func (r *Room) play(ctx context.Context, c *server.Conn, v *visit) {
+	Play(ctx, r.posts, r.speed, r.loop, v.spoke, func(p Post) { r.deliver(ctx, c, v, p) })
+	if ctx.Err() == nil {
+		r.transcript.printf("%s", ScriptOver)
+	}
 }
 
 // deliver makes one post happen: into the channel's history and the
@@ -327,14 +357,20 @@ func channelName(req server.OpenRequest) (string, bool) {
 	return addr.Channel, slices.Contains(Channels, addr.Channel)
 }
 
+// open opens a channel for the host. The transcript has a line only when
+// that changes what is open: a host carries out its decisions when the
+// channels are registered, opening one that is open from the start and
+// closing ones never opened, which changes nothing in the room. close
+// likewise.
 func (r *Room) open(ctx context.Context, req server.OpenRequest) (protocol.ChannelDescriptor, error) {
 	name, ok := channelName(req)
 	if !ok {
 		return protocol.ChannelDescriptor{}, server.ErrUnknownChannel
 	}
 	c, _ := server.ConnFromContext(ctx)
-	r.visitOf(c).setOpen(name, true)
-	r.transcript.printf("[%s] (the agent opened the channel)", name)
+	if !r.visitOf(c).swapOpen(name, true) {
+		r.transcript.printf("[%s] (the agent opened the channel)", name)
+	}
 	return descriptor(name), nil
 }
 
@@ -344,8 +380,9 @@ func (r *Room) close(ctx context.Context, id string) error {
 		return server.ErrUnknownChannel
 	}
 	c, _ := server.ConnFromContext(ctx)
-	r.visitOf(c).setOpen(name, false)
-	r.transcript.printf("[%s] (the agent closed the channel)", name)
+	if r.visitOf(c).swapOpen(name, false) {
+		r.transcript.printf("[%s] (the agent closed the channel)", name)
+	}
 	return nil
 }
 

@@ -56,6 +56,15 @@ func TestRoomSchedule(t *testing.T) {
 		if err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:#dev"}, nil); err != nil {
 			t.Fatal(err)
 		}
+		// What changes nothing writes nothing: opening #general, open from
+		// the start, and closing #random, never opened (a host confirms its
+		// decisions so at registration).
+		if err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:#general"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Call(ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chatroom:#random"}, nil); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(17 * time.Second)
 		if err := sess.Call(ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: "chatroom:#dev"}, nil); err != nil {
 			t.Fatal(err)
@@ -89,6 +98,7 @@ func TestRoomSchedule(t *testing.T) {
 			"[#dev] bob: @agent e   (delivered though #dev is not open: it addresses the agent)",
 			"[#random] erin: f   (not delivered: #random is not open)",
 			"[#random] erin: @agent g   (delivered though #random is not open: it addresses the agent)",
+			ScriptOver,
 		}
 		if got := strings.Split(strings.TrimSuffix(tr.String(), "\n"), "\n"); !slices.Equal(got, wantLines) {
 			t.Errorf("transcript:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(wantLines, "\n     "))
@@ -135,6 +145,7 @@ func TestRoomFourLeavesHost(t *testing.T) {
 	}
 	tr.wait(t, "[#general] alice: one   (not delivered: #general is not open)")
 	tr.wait(t, "[#dev] bob: @agent two   (not delivered: #dev is not open)")
+	tr.wait(t, ScriptOver)
 	logs.wait(t, `level=WARN msg="chat.messaging is not enabled; no channel is registered and no message delivered" missing="[channels.streaming channels.acknowledge channels.typing]"`)
 	// The history tool still answers.
 	var hist protocol.CallToolResult
