@@ -39,12 +39,13 @@ func TestMain(m *testing.M) {
 // TestScripts runs the command-line scripts in testdata/script: each runs
 // mcplhost against the real test server and compares what it prints.
 func TestScripts(t *testing.T) {
-	bin, chans := testserver.Binary(t), chanserver.Binary(t)
+	bin, chans, room := testserver.Binary(t), chanserver.Binary(t), buildChatroom(t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("TESTSERVER", bin)
 			e.Setenv("CHANSERVER", chans)
+			e.Setenv("CHATROOM", room) // examples/chatroom: people who post on a script
 			return nil
 		},
 	})
