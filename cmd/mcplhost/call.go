@@ -49,23 +49,27 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			rest = append(rest, args[i+1:]...)
 			break
 		}
-		name, next := splitFlag(args, &i)
-		switch name {
+		f := splitFlag(args, &i)
+		switch f.name {
 		case "config":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok {
 				return callUsageError(stderr, "--config needs a file")
 			}
 			cfgPath = v
 		case "wait":
-			v, ok := next()
+			v, ok := f.value()
 			d, err := time.ParseDuration(v)
 			if !ok || err != nil || d < 0 {
 				return callUsageError(stderr, fmt.Sprintf("--wait %q is not a duration of 0 or more (write it like 10s)", v))
 			}
 			wait = d
 		case "v", "verbose":
-			verbose = true
+			on, err := f.on()
+			if err != nil {
+				return callUsageError(stderr, err.Error())
+			}
+			verbose = on
 		case "h", "help":
 			printer{stdout}.text(callUsage)
 			return exitOK

@@ -82,32 +82,33 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		asJSON, history, inbox bool
 	)
 	for i := 0; i < len(args); i++ {
-		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if !strings.HasPrefix(args[i], "-") {
 			return channelsUsageError(stderr, fmt.Sprintf("unexpected argument %q", args[i]))
 		}
-		switch name {
+		a := args[i]
+		f := splitFlag(args, &i)
+		var err error
+		switch f.name {
 		case "store":
-			switch {
-			case hasVal:
-				path = val
-			case i+1 < len(args):
-				i++
-				path = args[i]
-			default:
+			v, ok := f.value()
+			if !ok {
 				return channelsUsageError(stderr, "--store needs a file")
 			}
+			path = v
 		case "json":
-			asJSON = true
+			asJSON, err = f.on()
 		case "history":
-			history = true
+			history, err = f.on()
 		case "messages":
-			inbox = true
+			inbox, err = f.on()
 		case "h", "help":
 			printer{stdout}.text(channelsUsage)
 			return exitOK
 		default:
-			return channelsUsageError(stderr, "unknown flag "+args[i])
+			return channelsUsageError(stderr, "unknown flag "+a)
+		}
+		if err != nil {
+			return channelsUsageError(stderr, err.Error())
 		}
 	}
 	switch {

@@ -2,9 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/mcpl-go/mcpl/config"
 )
@@ -24,39 +24,48 @@ Exit status: 0 when the file is valid, 1 when it is not (or cannot be read),
 
 // runCheck implements `mcplhost check`.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	path := fs.String("config", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	var path string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			printer{stderr}.usageError(checkUsage, "mcplhost check: unexpected argument %q: give the file with --config FILE", a)
+			return exitUsage
+		}
+		f := splitFlag(args, &i)
+		switch f.name {
+		case "config":
+			v, ok := f.value()
+			if !ok {
+				printer{stderr}.usageError(checkUsage, "mcplhost check: --config needs a file")
+				return exitUsage
+			}
+			path = v
+		case "h", "help":
 			printer{stdout}.text(checkUsage)
 			return exitOK
+		default:
+			printer{stderr}.usageError(checkUsage, "mcplhost check: unknown flag %s", a)
+			return exitUsage
 		}
-		printer{stderr}.usageError(checkUsage, "mcplhost check: %v", err)
-		return exitUsage
 	}
-	switch {
-	case fs.NArg() > 0:
-		printer{stderr}.usageError(checkUsage, "mcplhost check: unexpected argument %q: give the file with --config FILE", fs.Arg(0))
-		return exitUsage
-	case *path == "":
+	if path == "" {
 		printer{stderr}.usageError(checkUsage, "mcplhost check: give the file with --config FILE")
 		return exitUsage
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(path)
 	var cerr *config.Error
 	switch {
 	case errors.As(err, &cerr):
 		for _, p := range cerr.Problems {
 			printer{stderr}.linef("%s", p)
 		}
-		printer{stderr}.linef("config %s: %s", *path, checkCount(len(cerr.Problems), "problem"))
+		printer{stderr}.linef("config %s: %s", path, checkCount(len(cerr.Problems), "problem"))
 		return exitFail
 	case err != nil:
 		printer{stderr}.linef("mcplhost check: %v", err)
 		return exitFail
 	}
-	printer{stdout}.linef("config %s: ok (%s)", *path, checkCount(len(cfg.Servers), "server"))
+	printer{stdout}.linef("config %s: ok (%s)", path, checkCount(len(cfg.Servers), "server"))
 	return exitOK
 }
 

@@ -161,18 +161,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if !strings.HasPrefix(a, "-") {
 			return demoUsageError(stderr, fmt.Sprintf("unexpected argument %q", a))
 		}
-		name, next := splitFlag(args, &i)
-		switch name {
+		f := splitFlag(args, &i)
+		switch f.name {
 		case "color":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || (v != "auto" && v != "always" && v != "never") {
 				return demoUsageError(stderr, "--color takes auto, always or never")
 			}
 			color = v
 		case "scripted":
-			scripted = true
+			on, err := f.on()
+			if err != nil {
+				return demoUsageError(stderr, err.Error())
+			}
+			scripted = on
 		case "chatroom":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || v == "" {
 				return demoUsageError(stderr, "--chatroom needs the chat room's binary")
 			}

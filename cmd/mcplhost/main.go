@@ -3,7 +3,7 @@
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
 //	mcplhost check --config FILE                  validate a configuration file
-//	mcplhost demo                                 a scripted agent in the chat room, offline
+//	mcplhost demo                                 an agent in a simulated chat room, as it happens
 //	mcplhost run --config FILE [--transcript FILE]   run the agents and servers until a signal
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
@@ -42,7 +42,7 @@ const usage = `usage: mcplhost <command> [flags]
 commands:
   probe    connect to one MCPL or MCP server, report what it offers, call its tools
   check    validate a configuration file (--config FILE)
-  demo     the whole thing offline: a scripted agent in a simulated chat room, as it happens
+  demo     an agent in a simulated chat room, as it happens (offline unless a model key is set)
   run      run the host from a configuration file: its agents and servers, until a signal
   call     start a host from a configuration file and call one tool
   channels print the channel decisions (or --history, --messages) in a store file

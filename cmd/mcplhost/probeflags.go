@@ -82,16 +82,13 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 		if !strings.HasPrefix(a, "-") {
 			return f, fmt.Errorf("unexpected argument %q: put the server's command after --", a)
 		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		fa := splitFlag(args, &i)
+		name := fa.name
 		next := func() (string, error) {
-			if hasVal {
-				return val, nil
+			if v, ok := fa.value(); ok {
+				return v, nil
 			}
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("flag --%s needs a value", name)
-			}
-			i++
-			return args[i], nil
+			return "", fmt.Errorf("flag --%s needs a value", name)
 		}
 		var err error
 		switch name {
@@ -133,19 +130,19 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 				f.disable = append(f.disable, s)
 			}
 		case "json":
-			f.json = true
+			f.json, err = fa.on()
 		case "url":
 			f.url, err = next()
 		case "token-env":
 			f.tokenEnv, err = next()
 		case "inherit-env":
-			f.inheritEnv = true
+			f.inheritEnv, err = fa.on()
 		case "v", "verbose":
-			f.verbose = true
+			f.verbose, err = fa.on()
 		case "h", "help":
 			f.help = true
 		case "call":
-			if hasVal {
+			if fa.hasVal {
 				return f, errors.New("--call takes two arguments: --call TOOL JSON")
 			}
 			if i+2 >= len(args) {

@@ -51,22 +51,22 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if !strings.HasPrefix(a, "-") {
 			return runUsageError(stderr, fmt.Sprintf("unexpected argument %q", a))
 		}
-		name, next := splitFlag(args, &i)
-		switch name {
+		f := splitFlag(args, &i)
+		switch f.name {
 		case "config":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || v == "" {
 				return runUsageError(stderr, "--config needs a file")
 			}
 			cfgPath = v
 		case "transcript":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || v == "" {
 				return runUsageError(stderr, "--transcript needs a file")
 			}
 			transcript = v
 		case "status":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok {
 				return runUsageError(stderr, "--status needs an address (127.0.0.1:PORT)")
 			}
@@ -76,18 +76,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			statusAddr = a
 		case "log-format":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || (v != "text" && v != "json") {
 				return runUsageError(stderr, fmt.Sprintf("--log-format %q is not text or json", v))
 			}
 			logFormat = v
 		case "log-level":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || level.UnmarshalText([]byte(v)) != nil {
 				return runUsageError(stderr, fmt.Sprintf("--log-level %q is not debug, info, warn or error", v))
 			}
 		case "v", "verbose":
-			level = slog.LevelInfo
+			// -v asks for info at least: it never hides what --log-level
+			// debug shows, whichever comes first.
+			on, err := f.on()
+			if err != nil {
+				return runUsageError(stderr, err.Error())
+			}
+			if on {
+				level = min(level, slog.LevelInfo)
+			}
 		case "h", "help":
 			printer{stdout}.text(runUsage)
 			return exitOK

@@ -235,8 +235,8 @@ func TestRunJSONLog(t *testing.T) {
 	}
 }
 
-// --log-level debug shows each line a server writes to its stderr: the
-// chat room's own transcript, here.
+// --log-level debug (which a -v after it does not lower) shows each line
+// a server writes to its stderr: the chat room's own transcript, here.
 func TestRunDebugLogShowsServerStderr(t *testing.T) {
 	bin := buildChatroom(t)
 	dir := t.TempDir()
@@ -248,7 +248,7 @@ func TestRunDebugLogShowsServerStderr(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json", "--log-level", "debug"}, io.Discard, pw)
+		done <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json", "--log-level", "debug", "-v"}, io.Discard, pw) // -v after it keeps debug
 		pw.Close()
 	}()
 	bound := time.AfterFunc(30*time.Second, cancel) // the line never came: stop, and fail below

@@ -48,16 +48,16 @@ func runTranscript(args []string, stdout, stderr io.Writer) int {
 			file = a
 			continue
 		}
-		name, next := splitFlag(args, &i)
-		switch name {
+		f := splitFlag(args, &i)
+		switch f.name {
 		case "agent":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || v == "" {
 				return transcriptUsageError(stderr, "--agent needs an agent's name")
 			}
 			only = v
 		case "color":
-			v, ok := next()
+			v, ok := f.value()
 			if !ok || (v != "auto" && v != "always" && v != "never") {
 				return transcriptUsageError(stderr, fmt.Sprintf("--color %q is not auto, always or never", v))
 			}
