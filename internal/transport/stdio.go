@@ -72,6 +72,10 @@ type Process struct {
 	stderrDone chan struct{} // closed when the copy of stderr has ended
 	exited     chan struct{} // closed when the exit and the stderr tail are known
 	readEOF    chan struct{} // closed when Read has seen the end of stdout, or at Close
+	// ownEnd: the process was seen going before Close (the end of its
+	// stdout, or a broken pipe on its stdin), so its exit is its own even
+	// when Close comes before it is reaped.
+	ownEnd atomic.Bool
 	eofOnce    sync.Once
 	waitDone   chan struct{} // closed when the wait goroutine has finished
 	state      *os.ProcessState
@@ -173,8 +177,12 @@ func (p *Process) wait() {
 	defer close(p.waitDone)
 	p.cmd.Wait()
 	// Whether we stopped it is decided now: a Close that comes once the
-	// exit is known (after a Read saw it) does not make it our doing.
-	stopped := p.closing.Load()
+	// exit is known (after a Read saw it) does not make it our doing, nor
+	// one that comes after a read or a write found it going (a server that
+	// exits at once fails the first write, and its connection is closed
+	// before it is reaped): its exit is then reported as its own, with its
+	// stderr, not as a stop.
+	stopped := p.closing.Load() && !p.ownEnd.Load()
 	close(p.reaped)
 	// Something the process started may hold its stderr open after it has
 	// gone; give the copy a while to finish the tail, then end it.
@@ -222,6 +230,9 @@ func (p *Process) Read() ([]byte, error) {
 	msg, err := p.r.next()
 	if err == nil {
 		return msg, nil
+	}
+	if errors.Is(err, io.EOF) && !p.closing.Load() {
+		p.ownEnd.Store(true)
 	}
 	if p.closing.Load() {
 		return nil, ErrClosed
@@ -312,6 +323,7 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if n == 0 && errors.Is(err, syscall.EPIPE) {
 		// The process has closed its stdin, or exited: the stream is
 		// closed at the far end, and nothing was sent.
+		p.ownEnd.Store(true)
 		return errors.Join(ErrClosed, err)
 	}
 	if n > 0 {

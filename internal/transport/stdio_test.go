@@ -613,3 +613,30 @@ func TestSpawnLooksUpTheProgramInTheChildsPath(t *testing.T) {
 		t.Error("Spawn found env outside the child's PATH")
 	}
 }
+
+// A server that goes at once is reported as exiting on its own, with its
+// stderr, though the host closes the stream before the exit is reaped:
+// the first write found it gone.
+func TestOwnExitBeforeCloseIsNotAStop(t *testing.T) {
+	t.Parallel()
+	rec := &logRecorder{}
+	p := spawn(t, sh(`exec 0<&-; echo "no config found" >&2; sleep 0.3; exit 3`), transport.StdioOptions{Logger: slog.New(rec)})
+	deadline := time.Now().Add(testTimeout)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		// Until its stdin's end is seen closed: the pipe takes a write or
+		// two before the shell has closed it.
+		err = p.Write(context.Background(), []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`))
+	}
+	if !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Write = %v, want ErrClosed", err)
+	}
+	p.Close() // before the process (still sleeping) has exited
+	lvl, attrs, ok := rec.Find("server process exited")
+	if !ok {
+		t.Fatalf(`no "server process exited" log record; stops logged: %d`, len(rec.All("server process stopped")))
+	}
+	if lvl != slog.LevelWarn || attrs["exit_code"].Int64() != 3 || attrs["stderr_tail"].String() != "no config found" {
+		t.Errorf("exit logged at %v with %v; want warn, exit_code 3 and the tail", lvl, attrs)
+	}
+}
