@@ -117,14 +117,19 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case history && inbox:
 		return channelsUsageError(stderr, "give --history or --messages, not both")
 	}
-	// Opening a store creates a missing file: a typo must not make an
-	// empty store and report that nothing was ever decided.
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			printer{stderr}.linef("mcplhost channels: there is no store at %s", path)
-		} else {
-			printer{stderr}.linef("mcplhost channels: %v", err)
-		}
+	// Opening a store creates a missing file, and makes an empty one a
+	// store: a typo must not make a store and report that nothing was
+	// ever decided, and reading must not write.
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		printer{stderr}.linef("mcplhost channels: there is no store at %s", path)
+		return exitFail
+	case err != nil:
+		printer{stderr}.linef("mcplhost channels: %v", err)
+		return exitFail
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		printer{stderr}.linef("mcplhost channels: %s is empty: no host has kept a store there", path)
 		return exitFail
 	}
 	st, err := sqlite.Open(path, nil)
