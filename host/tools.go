@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 
@@ -249,13 +247,15 @@ func (h *Host) resolveLocked(name string) (id, tool string, ok bool) {
 	return match(h.gone, name)
 }
 
-// match finds the id whose prefix name carries, in id order.
+// match finds the id whose prefix name carries; where several do (gone
+// prefixes may meet), the first in id order. It runs on every tool call, so
+// it neither sorts nor allocates.
 func match(prefixes map[string]string, name string) (id, tool string, ok bool) {
-	for _, id := range slices.Sorted(maps.Keys(prefixes)) {
-		p := prefixes[id] + "--"
-		if strings.HasPrefix(name, p) && len(name) > len(p) {
-			return id, name[len(p):], true
+	for cand, p := range prefixes {
+		n := len(p) + len("--")
+		if len(name) > n && strings.HasPrefix(name, p) && name[len(p):n] == "--" && (!ok || cand < id) {
+			id, tool, ok = cand, name[n:], true
 		}
 	}
-	return "", "", false
+	return id, tool, ok
 }
