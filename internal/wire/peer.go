@@ -539,14 +539,16 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	}
 	id := p.nextID.Add(1)
 	body := appendRequest(nil, id, method, raw)
-	ce := &CallError{Server: p.name, Method: method, ID: id}
+	// The *CallError is made only when the call fails: a call that is
+	// answered allocates none.
+	ce := func() *CallError { return &CallError{Server: p.name, Method: method, ID: id} }
 
 	pc := &pendingCall{method: method, ch: make(chan answer, 1)}
 	p.mu.Lock()
 	if p.closed || p.hostClose {
 		hostClose := p.hostClose
 		p.mu.Unlock()
-		return p.notSentClosed(ce, hostClose)
+		return p.notSentClosed(ce(), hostClose)
 	}
 	p.pending[id] = pc
 	p.mu.Unlock()
@@ -574,7 +576,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		p.mu.Unlock()
 		// Not pending: the connection closed while the write was under
 		// way, and the close has already answered this call.
-		return p.writeFailed(ce, err, ctx, wctx, wbound, closed, hostClose)
+		return p.writeFailed(ce(), err, ctx, wctx, wbound, closed, hostClose)
 	}
 
 	select {
@@ -591,16 +593,17 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	delete(p.pending, id)
 	p.abandoned.add(id)
 	p.mu.Unlock()
-	ce.Outcome, ce.Err = NoResponse, cctx.Err()
+	e := ce()
+	e.Outcome, e.Err = NoResponse, cctx.Err()
 	if ctx.Err() == nil {
-		ce.Cause, ce.Timeout = CauseDeadline, o.timeout
+		e.Cause, e.Timeout = CauseDeadline, o.timeout
 		p.log.Warn("request deadline passed; abandoned here",
 			slog.String("method", method), slog.Int64("id", id), slog.Int64("ms", o.timeout.Milliseconds()))
-		return ce
+		return e
 	}
-	ce.Cause = CauseCanceled
+	e.Cause = CauseCanceled
 	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
-	return ce
+	return e
 }
 
 // notSentClosed fails a call that was not sent because the connection is
@@ -726,8 +729,13 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, 
 	return ce
 }
 
-// finish turns an answer into the call's result or error.
-func (p *Peer) finish(ce *CallError, a answer, result any) error {
+// finish turns an answer into the call's result or error; newCE makes the
+// error, only when there is one.
+func (p *Peer) finish(newCE func() *CallError, a answer, result any) error {
+	var ce *CallError
+	if a.closed || a.err != nil {
+		ce = newCE()
+	}
 	switch {
 	case a.closed:
 		ce.Outcome = NoResponse
@@ -756,6 +764,7 @@ func (p *Peer) finish(ce *CallError, a answer, result any) error {
 		return nil
 	}
 	if err := json.Unmarshal(a.result, result); err != nil {
+		ce = newCE()
 		ce.Outcome, ce.Cause, ce.Err = BadResponse, CauseBadAnswer, err
 		p.log.Warn("the answer could not be decoded",
 			slog.String("method", ce.Method), slog.Int64("id", ce.ID), slog.String("error", err.Error()))
