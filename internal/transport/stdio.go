@@ -265,6 +265,15 @@ func (p *Process) Read() ([]byte, error) {
 // wrapping ErrPartialWrite and ctx.Err() if it took part, the stream
 // closing itself.
 func (p *Process) Write(ctx context.Context, msg []byte) error {
+	return p.WriteBy(ctx, msg, time.Time{})
+}
+
+// WriteBy is Write with a deadline of its own besides ctx's (zero for
+// none): when it passes first, the write ends as when ctx's deadline
+// passes, its error wrapping context.DeadlineExceeded. The deadline is the
+// pipe's own (a timer of the runtime's poller), so a write with one costs
+// no context and no callback; only a ctx that can be cancelled gets one.
+func (p *Process) WriteBy(ctx context.Context, msg []byte, deadline time.Time) error {
 	if p.closing.Load() {
 		return ErrClosed
 	}
@@ -273,10 +282,10 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	}
 	select {
 	case p.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.closed:
-		return ErrClosed
+	default:
+		if err := p.awaitTurn(ctx, deadline); err != nil {
+			return err
+		}
 	}
 	defer func() { <-p.wsem }()
 	if p.closing.Load() {
@@ -284,6 +293,13 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if !deadline.IsZero() {
+		if !time.Now().Before(deadline) {
+			return context.DeadlineExceeded
+		}
+		p.stdin.SetWriteDeadline(deadline)
+		defer p.stdin.SetWriteDeadline(time.Time{})
 	}
 	if ctx.Done() != nil {
 		fired := make(chan struct{})
@@ -311,8 +327,13 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 	if p.closing.Load() {
 		return ErrClosed
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-		err = ctx.Err()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// ctx's end, or the write's own deadline.
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		} else {
+			err = context.DeadlineExceeded
+		}
 		if n == 0 {
 			// The process took none of it: nothing was sent and the
 			// framing holds. Whether to give up on a process that does not
@@ -334,6 +355,28 @@ func (p *Process) Write(ctx context.Context, msg []byte) error {
 		return errors.Join(ErrPartialWrite, err)
 	}
 	return err
+}
+
+// awaitTurn waits for the write's turn, until ctx ends, the deadline
+// passes or the stream closes; only a write that has to wait pays for a
+// timer.
+func (p *Process) awaitTurn(ctx context.Context, deadline time.Time) error {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case p.wsem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expired:
+		return context.DeadlineExceeded
+	case <-p.closed:
+		return ErrClosed
+	}
 }
 
 // markClosing marks the stream closed, for Read and Write and for the

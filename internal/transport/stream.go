@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // DefaultMaxMessageSize bounds one message (16 MiB) unless a stream is told
@@ -130,4 +131,28 @@ func loggerOr(l *slog.Logger) *slog.Logger {
 		return slog.Default()
 	}
 	return l
+}
+
+// deadlineWriter is a Stream that bounds a write by a deadline of its own
+// as well as by its context, without deriving a context for it.
+type deadlineWriter interface {
+	WriteBy(ctx context.Context, msg []byte, deadline time.Time) error
+}
+
+// WriteBy writes msg to s as Write does, bounded by ctx and also by
+// deadline (zero for none): when the deadline passes first, the write ends
+// as when a context's deadline passes, its error wrapping
+// context.DeadlineExceeded while ctx.Err() stays nil. A stream that bounds
+// writes by a deadline of its own (a subprocess's pipe) does so without a
+// context a write; others get one.
+func WriteBy(s Stream, ctx context.Context, msg []byte, deadline time.Time) error {
+	if w, ok := s.(deadlineWriter); ok {
+		return w.WriteBy(ctx, msg, deadline)
+	}
+	if deadline.IsZero() {
+		return s.Write(ctx, msg)
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return s.Write(wctx, msg)
 }

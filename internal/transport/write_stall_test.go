@@ -41,6 +41,20 @@ func TestWriteStalled(t *testing.T) {
 	if err := p.Write(canceled, []byte("x")); !errors.Is(err, context.Canceled) || errors.Is(err, transport.ErrStalled) {
 		t.Errorf("Write with a canceled context = %v, want context.Canceled alone", err)
 	}
+	// WriteBy's own deadline, with a context that has none, stalls the
+	// same way (the pipe's deadline, no context derived), and leaves no
+	// deadline behind for the next write; one already passed sends nothing.
+	start := time.Now()
+	err = transport.WriteBy(p, context.Background(), []byte(strings.Repeat("b", 1000)), start.Add(100*time.Millisecond))
+	if !errors.Is(err, transport.ErrStalled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WriteBy past its own deadline = %v, want ErrStalled with context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
+		t.Errorf("WriteBy stalled after %s, want about its 100ms deadline", d)
+	}
+	if err := transport.WriteBy(p, context.Background(), []byte("x"), time.Now().Add(-time.Second)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, transport.ErrStalled) {
+		t.Errorf("WriteBy with its deadline passed = %v, want context.DeadlineExceeded alone", err)
+	}
 	select {
 	case <-p.Exited():
 		t.Fatal("the process was stopped after a stalled write")
@@ -91,6 +105,13 @@ func TestWriteWaitingForItsTurnHonoursItsContext(t *testing.T) {
 	}
 	if took > 2*time.Second {
 		t.Errorf("waiting Write took %s, want about its 150ms deadline", took)
+	}
+	// So does one waiting with a deadline of its own (WriteBy), and no
+	// context deadline.
+	start = time.Now()
+	err = transport.WriteBy(p, context.Background(), []byte("waiting"), start.Add(150*time.Millisecond))
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, transport.ErrStalled) || took > 2*time.Second {
+		t.Errorf("waiting WriteBy = %v after %s, want context.DeadlineExceeded alone, at about 150ms", err, took)
 	}
 	select {
 	case err := <-first:

@@ -164,9 +164,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		p.log.Error("handler's result could not be encoded", slog.String("method", Cut(r.Method, 100)), slog.String("error", merr.Error()))
 		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
 	}
-	ctx, cancel := context.WithTimeout(p.wctx, p.wtime)
-	werr := p.s.Write(ctx, body)
-	cancel()
+	werr := transport.WriteBy(p.s, p.wctx, body, time.Now().Add(p.wtime))
 	if p.obs != nil {
 		outcome := "ok"
 		if err != nil {
@@ -180,7 +178,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	}
 	if werr != nil && p.wctx.Err() == nil {
 		switch {
-		case errors.Is(werr, transport.ErrStalled), errors.Is(werr, transport.ErrPartialWrite) && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		case errors.Is(werr, transport.ErrStalled), errors.Is(werr, transport.ErrPartialWrite) && ownDeadline(p.wctx, werr):
 			// WriteTimeout passed with none, or part, of it taken.
 			p.stalled(p.wtime, "answer", r.Method)
 			return

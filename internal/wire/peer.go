@@ -553,22 +553,24 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	p.pending[id] = pc
 	p.mu.Unlock()
 
-	cctx := ctx
+	// The call's own deadline is a timer, and the write's a deadline the
+	// stream keeps (transport.WriteBy): no context is derived per call.
+	var (
+		expired  <-chan time.Time
+		deadline time.Time // the write's own; zero leaves it to ctx
+		bound    time.Duration
+	)
 	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
+		t := time.NewTimer(o.timeout)
+		defer t.Stop()
+		expired = t.C
+		deadline, bound = time.Now().Add(o.timeout), o.timeout
+	} else if _, ok := ctx.Deadline(); !ok {
+		// The write has a deadline whatever the call's: a peer that stops
+		// reading must not hold a call that has none forever.
+		deadline, bound = time.Now().Add(p.wtime), p.wtime
 	}
-	// The write has a deadline whatever the call's: a peer that stops
-	// reading must not hold a call that has none forever.
-	wctx, wbound := cctx, o.timeout
-	if _, ok := cctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(cctx, p.wtime)
-		defer cancel()
-		wbound = p.wtime
-	}
-	if err := p.s.Write(wctx, body); err != nil {
+	if err := transport.WriteBy(p.s, ctx, body, deadline); err != nil {
 		p.mu.Lock()
 		_, stillPending := p.pending[id]
 		delete(p.pending, id)
@@ -576,13 +578,14 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		p.mu.Unlock()
 		// Not pending: the connection closed while the write was under
 		// way, and the close has already answered this call.
-		return p.writeFailed(ce(), err, ctx, wctx, wbound, closed, hostClose)
+		return p.writeFailed(ce(), err, ctx, ownDeadline(ctx, err), bound, closed, hostClose)
 	}
 
 	select {
 	case a := <-pc.ch:
 		return p.finish(ce, a, result)
-	case <-cctx.Done():
+	case <-ctx.Done():
+	case <-expired:
 	}
 	// Abandoned, unless the answer raced in.
 	p.mu.Lock()
@@ -594,16 +597,22 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	p.abandoned.add(id)
 	p.mu.Unlock()
 	e := ce()
-	e.Outcome, e.Err = NoResponse, cctx.Err()
+	e.Outcome = NoResponse
 	if ctx.Err() == nil {
-		e.Cause, e.Timeout = CauseDeadline, o.timeout
+		e.Err, e.Cause, e.Timeout = context.DeadlineExceeded, CauseDeadline, o.timeout
 		p.log.Warn("request deadline passed; abandoned here",
 			slog.String("method", method), slog.Int64("id", id), slog.Int64("ms", o.timeout.Milliseconds()))
 		return e
 	}
-	e.Cause = CauseCanceled
+	e.Err, e.Cause = ctx.Err(), CauseCanceled
 	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
 	return e
+}
+
+// ownDeadline says a failed write ended at its own deadline, not at the
+// end of the caller's ctx.
+func ownDeadline(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // notSentClosed fails a call that was not sent because the connection is
@@ -666,11 +675,11 @@ func (p *Peer) stalled(d time.Duration, what, method string) *StallError {
 }
 
 // writeFailed turns a failed write into the call's error, or the
-// notification's (ce.ID 0). ctx is the caller's context, wctx the same
-// bounded by the write's deadline, which is bound: the call's, or
+// notification's (ce.ID 0). ctx is the caller's context; ownDeadline says
+// the write's own deadline ended it, which is bound: the call's, or
 // WriteTimeout. closed says the connection had closed meanwhile, and
 // hostClose whether by Close.
-func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, bound time.Duration, closed, hostClose bool) error {
+func (p *Peer) writeFailed(ce *CallError, err error, ctx context.Context, ownDeadline bool, bound time.Duration, closed, hostClose bool) error {
 	what := "request"
 	if ce.ID == 0 {
 		what = "notification"
@@ -679,8 +688,6 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, 
 	if ce.ID != 0 {
 		attrs = append(attrs, slog.Int64("id", ce.ID))
 	}
-	// ownDeadline: the write's own deadline passed, not the caller's.
-	ownDeadline := ctx.Err() == nil && wctx.Err() != nil
 	stall := func(o Outcome) error {
 		// The peer took none, or part, of the message before the
 		// write's own deadline: it has stopped reading (a message larger
@@ -718,7 +725,7 @@ func (p *Peer) writeFailed(ce *CallError, err error, ctx, wctx context.Context, 
 		ce.Outcome, ce.Cause = NotSent, CauseCanceled
 		p.log.Info(what+" abandoned by its caller before it was written", attrs...)
 		return ce
-	case wctx.Err() != nil:
+	case ownDeadline:
 		// The deadline passed while the write waited its turn.
 		ce.Outcome, ce.Cause, ce.Timeout = NotSent, CauseDeadline, bound
 		p.log.Warn(what+" deadline passed before it was written", append(attrs, slog.Int64("ms", bound.Milliseconds()))...)
@@ -789,16 +796,14 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 		return p.notSentClosed(ce, hostClose)
 	}
 	// The write is bounded by WriteTimeout, or sooner by ctx.
-	wctx, cancel := context.WithTimeout(ctx, p.wtime)
-	defer cancel()
-	err = p.s.Write(wctx, body)
+	err = transport.WriteBy(p.s, ctx, body, time.Now().Add(p.wtime))
 	if err == nil {
 		return nil
 	}
 	p.mu.Lock()
 	closed, hostClose = p.closed || p.hostClose, p.hostClose
 	p.mu.Unlock()
-	return p.writeFailed(ce, err, ctx, wctx, p.wtime, closed, hostClose)
+	return p.writeFailed(ce, err, ctx, ownDeadline(ctx, err), p.wtime, closed, hostClose)
 }
 
 // abandonedSet remembers the ids of recently abandoned calls, so a late
