@@ -126,6 +126,7 @@ type Peer struct {
 	faultOnce sync.Once      // the peer-fault log line
 	closers   sync.WaitGroup // end's background stream close
 	obs       Observer       // Options.Observer; nil for none
+	timers    sync.Pool      // stopped *time.Timer for calls' deadlines
 }
 
 type pendingCall struct {
@@ -561,8 +562,8 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		bound    time.Duration
 	)
 	if o.timeout > 0 {
-		t := time.NewTimer(o.timeout)
-		defer t.Stop()
+		t := p.getTimer(o.timeout)
+		defer p.putTimer(t)
 		expired = t.C
 		deadline, bound = time.Now().Add(o.timeout), o.timeout
 	} else if _, ok := ctx.Deadline(); !ok {
@@ -607,6 +608,25 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	e.Err, e.Cause = ctx.Err(), CauseCanceled
 	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
 	return e
+}
+
+// getTimer returns a timer that fires after d, from the peer's stopped
+// ones: a timer is three allocations, and every call with a deadline
+// needs one. The pool is the peer's, not the process's, as a timer made
+// in a testing/synctest bubble can't be used outside it.
+func (p *Peer) getTimer(d time.Duration) *time.Timer {
+	if t, ok := p.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for another call. Since Go 1.23 a stopped
+// timer's channel holds no stale value, so the next Reset starts clean.
+func (p *Peer) putTimer(t *time.Timer) {
+	t.Stop()
+	p.timers.Put(t)
 }
 
 // ownDeadline says a failed write ended at its own deadline, not at the
