@@ -55,6 +55,7 @@ type options struct {
 	mcpl       bool
 	timeout    time.Duration
 	cpuprofile string
+	memprofile string
 	verbose    bool
 }
 
@@ -91,6 +92,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.mcpl, "mcpl", true, "the echo server advertises MCPL, so the host and session run the policy exchange as in real use")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the clients' side) over the measured calls")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of this process (every allocation sampled) over the measured calls")
 	fs.BoolVar(&o.verbose, "v", false, "print each measurement to stderr as it is made")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -200,6 +202,9 @@ func runBench(ctx context.Context, o options, out, progress io.Writer) (*results
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 1
+	}
 	for r := range o.rounds {
 		order := slices.Concat(o.clients[r%len(o.clients):], o.clients[:r%len(o.clients)])
 		for li, k := range o.inflight {
@@ -214,6 +219,11 @@ func runBench(ctx context.Context, o options, out, progress io.Writer) (*results
 		}
 	}
 	pprof.StopCPUProfile()
+	if o.memprofile != "" {
+		if err := writeHeapProfile(o.memprofile); err != nil {
+			return nil, err
+		}
+	}
 
 	for _, name := range o.clients {
 		if err := clients[name].Close(); err != nil {
@@ -364,4 +374,17 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// writeHeapProfile writes the allocations sampled so far to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
