@@ -61,6 +61,7 @@ type Process struct {
 	r       *lineReader
 	wsem    chan struct{} // held by the one Write under way
 	wbuf    []byte        // guarded by wsem
+	pw      *pipeWrite    // guarded by wsem
 	tail    *stderrTail
 	log     *slog.Logger
 	stopAft time.Duration
@@ -75,11 +76,11 @@ type Process struct {
 	// ownEnd: the process was seen going before Close (the end of its
 	// stdout, or a broken pipe on its stdin), so its exit is its own even
 	// when Close comes before it is reaped.
-	ownEnd atomic.Bool
-	eofOnce    sync.Once
-	waitDone   chan struct{} // closed when the wait goroutine has finished
-	state      *os.ProcessState
-	closeOnce  sync.Once
+	ownEnd    atomic.Bool
+	eofOnce   sync.Once
+	waitDone  chan struct{} // closed when the wait goroutine has finished
+	state     *os.ProcessState
+	closeOnce sync.Once
 }
 
 // Spawn starts cmd and returns a Stream over its stdin and stdout.
@@ -113,6 +114,11 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 		}
 	}
 	inR, inW, outR, outW, errR, errW := ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]
+	pw, err := newPipeWrite(inW)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	c := exec.Command(prog, cmd.Argv[1:]...)
 	c.Args[0] = cmd.Argv[0]
 	c.Env = env
@@ -146,6 +152,7 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 		tail:       tail,
 		log:        log.With("pid", c.Process.Pid),
 		stopAft:    stopWait,
+		pw:         pw,
 		closed:     make(chan struct{}),
 		reaped:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
@@ -301,23 +308,8 @@ func (p *Process) WriteBy(ctx context.Context, msg []byte, deadline time.Time) e
 		p.stdin.SetWriteDeadline(deadline)
 		defer p.stdin.SetWriteDeadline(time.Time{})
 	}
-	if ctx.Done() != nil {
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			p.stdin.SetWriteDeadline(time.Unix(1, 0))
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				// The deadline is being set: wait until it is, then clear
-				// it for the next write, which would otherwise fail at once.
-				<-fired
-				p.stdin.SetWriteDeadline(time.Time{})
-			}
-		}()
-	}
 	p.wbuf = append(append(p.wbuf[:0], msg...), '\n')
-	n, err := p.stdin.Write(p.wbuf)
+	n, err := p.pw.write(ctx, p.wbuf)
 	if cap(p.wbuf) > 1<<20 {
 		p.wbuf = nil
 	}
