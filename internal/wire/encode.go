@@ -11,6 +11,11 @@ import (
 // that are already JSON: json.Marshal of a struct holding a RawMessage would
 // validate and compact that value a second time.
 
+// envelopeRoom is what a request's envelope adds to its method and
+// params, with room for the id: a buffer this much larger is built in one
+// allocation.
+const envelopeRoom = 64
+
 // appendRequest appends a request (id > 0) or a notification (id == 0).
 // params, if not nil, must be valid JSON.
 func appendRequest(b []byte, id int64, method string, params json.RawMessage) []byte {

@@ -539,7 +539,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		return &CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: p.name, Method: method, Err: err}
 	}
 	id := p.nextID.Add(1)
-	body := appendRequest(nil, id, method, raw)
+	body := appendRequest(make([]byte, 0, envelopeRoom+len(method)+len(raw)), id, method, raw)
 	// The *CallError is made only when the call fails: a call that is
 	// answered allocates none.
 	ce := func() *CallError { return &CallError{Server: p.name, Method: method, ID: id} }
@@ -790,7 +790,7 @@ func (p *Peer) finish(newCE func() *CallError, a answer, result any) error {
 		*raw = append((*raw)[:0], a.result...)
 		return nil
 	}
-	if err := json.Unmarshal(a.result, result); err != nil {
+	if err := decodeResult(a.result, result); err != nil {
 		ce = newCE()
 		ce.Outcome, ce.Cause, ce.Err = BadResponse, CauseBadAnswer, err
 		p.log.Warn("the answer could not be decoded",
@@ -807,7 +807,7 @@ func (p *Peer) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return &CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: p.name, Method: method, Err: err}
 	}
-	body := appendRequest(nil, 0, method, raw)
+	body := appendRequest(make([]byte, 0, envelopeRoom+len(method)+len(raw)), 0, method, raw)
 	ce := &CallError{Server: p.name, Method: method}
 	p.mu.Lock()
 	closed, hostClose := p.closed || p.hostClose, p.hostClose
