@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,21 @@ func (r *running) channel(t *testing.T, id string) status.ChannelView {
 	}
 	t.Fatalf("/api/channels lacks room/%s: %+v", id, chans)
 	return status.ChannelView{}
+}
+
+// metricValue returns the value of the one metric line that starts with
+// series, or 0 when there is none.
+func (r *running) metricValue(t *testing.T, series string) float64 {
+	t.Helper()
+	lines := r.metricLines(t, series+" ")
+	if len(lines) == 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimPrefix(lines[0], series+" "), 64)
+	if err != nil || len(lines) > 1 {
+		t.Fatalf("/metrics %s: %q", series, lines)
+	}
+	return v
 }
 
 // metricLines returns the lines of /metrics that start with name.
