@@ -45,7 +45,7 @@ func TestTinyRound(t *testing.T) {
 				}
 			}
 			report := out.String()
-			for _, want := range append([]string{"1 call in flight", "4 calls in flight", "machine:"}, clientNames...) {
+			for _, want := range append([]string{"1 call in flight", "4 calls in flight", "machine:", "gosdk / host, each round: "}, clientNames...) {
 				if !strings.Contains(report, want) {
 					t.Errorf("the report lacks %q:\n%s", want, report)
 				}

@@ -136,7 +136,30 @@ func (r *results) write(out io.Writer, o options, loadBefore, loadAfter string) 
 				width, w.name, us(w.median), us(w.lo), us(w.hi), ratio, rate(1e9/w.median), w.allocs, w.bytes, w.clientCPU/1e3, srv)
 		}
 		tw.Flush()
+		if line := r.perRound(li, "gosdk", "host"); line != "" {
+			fmt.Fprintln(out, line)
+		}
 	}
+}
+
+// perRound compares two clients round by round, for an aim that must hold
+// in every round: "gosdk / host, each round: 3.10 2.95 ... (lowest 2.95)".
+// "" when either is missing.
+func (r *results) perRound(li int, slow, fast string) string {
+	a, b := r.samples[li][slow], r.samples[li][fast]
+	if len(a) == 0 || len(a) != len(b) {
+		return ""
+	}
+	var parts []string
+	lowest := 0.0
+	for i := range a {
+		x := a[i].wall / b[i].wall
+		if i == 0 || x < lowest {
+			lowest = x
+		}
+		parts = append(parts, fmt.Sprintf("%.2f", x))
+	}
+	return fmt.Sprintf("  %s / %s, each round: %s (lowest %.2f)", slow, fast, strings.Join(parts, " "), lowest)
 }
 
 // us formats ns as µs to three significant figures or so.
