@@ -26,7 +26,8 @@ what a caller reads, and shuts down. TOOL is a server's tool
 (PREFIX--NAME) or one of the host's own: channel_list, channel_open,
 channel_close, channel_decline, channel_publish, and fetch_reference (which
 saves payloads in refs/ beside the store). The file's agents are not
-started.
+started. Flags may come before or after TOOL JSON; after --, nothing is a
+flag.
 
 Exit status: 0 when the call succeeded, 1 when it failed, 2 for usage or
 configuration errors.
@@ -42,8 +43,10 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") || a == "-" {
-			rest = append(rest, args[i:]...)
-			break
+			// The tool and its arguments; flags may come after them too
+			// (a tool's name and a JSON object never begin with "-").
+			rest = append(rest, a)
+			continue
 		}
 		if a == "--" {
 			rest = append(rest, args[i+1:]...)
