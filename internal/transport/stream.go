@@ -39,7 +39,8 @@ type Stream interface {
 	// framing is lost. It wraps ErrClosed when the stream is closed: by
 	// Close (a write waiting for its turn gives up then too), or by the
 	// peer (a subprocess that has closed its stdin or exited, a WebSocket
-	// closed).
+	// closed). Write keeps nothing of msg once it returns: the caller
+	// may reuse it.
 	Write(ctx context.Context, msg []byte) error
 	// Close ends the stream and releases what it holds (for a subprocess:
 	// stops it). Reads and writes then fail with ErrClosed.

@@ -127,6 +127,8 @@ type Peer struct {
 	closers   sync.WaitGroup // end's background stream close
 	obs       Observer       // Options.Observer; nil for none
 	timers    sync.Pool      // stopped *time.Timer for calls' deadlines
+	calls     sync.Pool      // *pendingCall whose answer was taken
+	bufs      sync.Pool      // *[]byte for requests once written
 }
 
 type pendingCall struct {
@@ -539,12 +541,13 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		return &CallError{Outcome: NotSent, Cause: CauseEncodeFailed, Server: p.name, Method: method, Err: err}
 	}
 	id := p.nextID.Add(1)
-	body := appendRequest(make([]byte, 0, envelopeRoom+len(method)+len(raw)), id, method, raw)
+	buf := p.getBuf(envelopeRoom + len(method) + len(raw))
+	body := appendRequest((*buf)[:0], id, method, raw)
 	// The *CallError is made only when the call fails: a call that is
 	// answered allocates none.
 	ce := func() *CallError { return &CallError{Server: p.name, Method: method, ID: id} }
 
-	pc := &pendingCall{method: method, ch: make(chan answer, 1)}
+	pc := p.getCall(method)
 	p.mu.Lock()
 	if p.closed || p.hostClose {
 		hostClose := p.hostClose
@@ -571,7 +574,10 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		// reading must not hold a call that has none forever.
 		deadline, bound = time.Now().Add(p.wtime), p.wtime
 	}
-	if err := transport.WriteBy(p.s, ctx, body, deadline); err != nil {
+	err = transport.WriteBy(p.s, ctx, body, deadline)
+	*buf = body // a Stream keeps nothing of what it was given
+	p.putBuf(buf)
+	if err != nil {
 		p.mu.Lock()
 		_, stillPending := p.pending[id]
 		delete(p.pending, id)
@@ -584,6 +590,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 
 	select {
 	case a := <-pc.ch:
+		p.putCall(pc)
 		return p.finish(ce, a, result)
 	case <-ctx.Done():
 	case <-expired:
@@ -592,7 +599,9 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	p.mu.Lock()
 	if p.pending[id] == nil {
 		p.mu.Unlock()
-		return p.finish(ce, <-pc.ch, result)
+		a := <-pc.ch
+		p.putCall(pc)
+		return p.finish(ce, a, result)
 	}
 	delete(p.pending, id)
 	p.abandoned.add(id)
@@ -608,6 +617,42 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	e.Err, e.Cause = ctx.Err(), CauseCanceled
 	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
 	return e
+}
+
+// getCall returns a pending call for method, from those whose answer was
+// taken: its channel is empty, and nothing else refers to it. A call that
+// may still be answered (its write failed as the connection closed, or it
+// was abandoned) is never put back.
+func (p *Peer) getCall(method string) *pendingCall {
+	if pc, ok := p.calls.Get().(*pendingCall); ok {
+		pc.method = method
+		return pc
+	}
+	return &pendingCall{method: method, ch: make(chan answer, 1)}
+}
+
+func (p *Peer) putCall(pc *pendingCall) {
+	pc.method = ""
+	p.calls.Put(pc)
+}
+
+// maxPooledBuf bounds the request buffers kept for reuse, so that one
+// large request doesn't pin its memory.
+const maxPooledBuf = 16 << 10
+
+// getBuf returns an empty buffer of at least n bytes' capacity.
+func (p *Peer) getBuf(n int) *[]byte {
+	if b, ok := p.bufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, max(n, 512))
+	return &b
+}
+
+func (p *Peer) putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		p.bufs.Put(b)
+	}
 }
 
 // getTimer returns a timer that fires after d, from the peer's stopped
