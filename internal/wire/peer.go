@@ -64,21 +64,6 @@ type Options struct {
 	Observer Observer
 }
 
-// Observer hears how each request on a connection ended. Its methods are
-// called on the connection's goroutines, once per request, and must
-// return quickly. method is as the message named it: a peer can send any
-// string there, so an observer that keys on it bounds what it keeps.
-type Observer interface {
-	// Called: a call this side made ended after d. outcome is "ok" or the
-	// failure's Outcome ("not-sent", "no-response", "error-response",
-	// "bad-response").
-	Called(method, outcome string, d time.Duration)
-	// Answered: this side answered the other side's request, d after it
-	// was read (its wait in the queue included). outcome is "ok" or
-	// "error" (a refusal included).
-	Answered(method, outcome string, d time.Duration)
-}
-
 // Defaults of Options' bounds.
 const (
 	DefaultMaxQueued      = 4096
@@ -210,26 +195,6 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 	go p.dispatch()
 	go p.writeRefusals()
 	return p
-}
-
-// outcomeOf names a call's end for Observer.Called.
-func outcomeOf(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var ce *CallError
-	if errors.As(err, &ce) {
-		return ce.Outcome.String()
-	}
-	return "error"
-}
-
-// Queued returns how many of the other side's messages wait for the
-// handler now.
-func (p *Peer) Queued() int {
-	p.inbox.mu.Lock()
-	defer p.inbox.mu.Unlock()
-	return len(p.inbox.items)
 }
 
 // Name returns the peer's name.
@@ -617,67 +582,6 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	e.Err, e.Cause = ctx.Err(), CauseCanceled
 	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
 	return e
-}
-
-// getCall returns a pending call for method, from those whose answer was
-// taken: its channel is empty, and nothing else refers to it. A call that
-// may still be answered (its write failed as the connection closed, or it
-// was abandoned) is never put back.
-func (p *Peer) getCall(method string) *pendingCall {
-	if pc, ok := p.calls.Get().(*pendingCall); ok {
-		pc.method = method
-		return pc
-	}
-	return &pendingCall{method: method, ch: make(chan answer, 1)}
-}
-
-func (p *Peer) putCall(pc *pendingCall) {
-	pc.method = ""
-	p.calls.Put(pc)
-}
-
-// maxPooledBuf bounds the request buffers kept for reuse, so that one
-// large request doesn't pin its memory.
-const maxPooledBuf = 16 << 10
-
-// getBuf returns an empty buffer of at least n bytes' capacity.
-func (p *Peer) getBuf(n int) *[]byte {
-	if b, ok := p.bufs.Get().(*[]byte); ok && cap(*b) >= n {
-		return b
-	}
-	b := make([]byte, 0, max(n, 512))
-	return &b
-}
-
-func (p *Peer) putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		p.bufs.Put(b)
-	}
-}
-
-// getTimer returns a timer that fires after d, from the peer's stopped
-// ones: a timer is three allocations, and every call with a deadline
-// needs one. The pool is the peer's, not the process's, as a timer made
-// in a testing/synctest bubble can't be used outside it.
-func (p *Peer) getTimer(d time.Duration) *time.Timer {
-	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and keeps it for another call. Since Go 1.23 a stopped
-// timer's channel holds no stale value, so the next Reset starts clean.
-func (p *Peer) putTimer(t *time.Timer) {
-	t.Stop()
-	p.timers.Put(t)
-}
-
-// ownDeadline says a failed write ended at its own deadline, not at the
-// end of the caller's ctx.
-func ownDeadline(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // notSentClosed fails a call that was not sent because the connection is
