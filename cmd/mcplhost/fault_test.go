@@ -247,12 +247,17 @@ func TestFaultCallServerStopsReading(t *testing.T) {
 		{
 			// About 7 s over WebSocket: the 2 s deadline, then the close
 			// handshake the server never reads; the bound leaves a loaded
-			// CI machine room.
+			// CI machine room. The server floods pings as it stops
+			// reading, and the host's refusals of them race the call for
+			// the room left in the pipe: the call is written and
+			// unanswered, or it waits its turn behind a refusal the
+			// server doesn't take, past its deadline, and is not sent.
+			// Either text is what happened.
 			name: "after tools/list", transports: bothTransports, cmd: "call",
 			server: []string{"-stop-reading", "-at", "tools/list", "-grandchild", "background"},
 			config: []string{"requestTimeout: 2s"},
 			code:   exitFail, within: 15 * time.Second, inProcess: true,
-			check: wantStdout(deadlineCallText),
+			check: wantStdoutOneOf(deadlineCallText, notWrittenCallText),
 		},
 		{
 			name: "at tools/call, answered first", transports: []string{"stdio"}, cmd: "call",
