@@ -1,23 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mcpl-go/mcpl/internal/testbin"
 )
 
-// buildChatroom builds examples/chatroom into a temporary directory.
+// buildChatroom returns examples/chatroom's binary, built once for all
+// the tests.
 func buildChatroom(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "chatroom")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/chatroom").CombinedOutput(); err != nil {
-		t.Fatalf("go build examples/chatroom: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Chatroom.Path(t)
 }
 
 // TestCallChatroom runs the chat room example, built on the server SDK,
@@ -46,19 +43,7 @@ func TestCallChatroom(t *testing.T) {
 	})
 
 	t.Run("websocket", func(t *testing.T) {
-		srv := exec.Command(bin, "-q", "-script", script, "-listen", "127.0.0.1:0")
-		out, err := srv.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			srv.Process.Kill()
-			srv.Wait()
-		})
-		url := readURL(t, out)
+		url, _ := listenRoom(t, bin, "-q", "-script", script)
 		cfg := writeConfig(t, "\n  - id: room\n    url: "+url+"\n")
 		code, stdout, stderr := runCLI("call", "--config", cfg, "room--history", `{"channel":"#general"}`)
 		if code != exitOK || stdout != "ok\nNothing has been said in #general yet.\n" {
@@ -71,26 +56,23 @@ func TestCallChatroom(t *testing.T) {
 	})
 }
 
-// readURL finds the ws:// URL the chat room prints when it listens.
-func readURL(t *testing.T, r interface{ Read([]byte) (int, error) }) string {
+// listenRoom runs the chat room over WebSocket on a free loopback port
+// (args are its other flags), stopped at the test's end, and returns its
+// URL and its stderr, followed line by line.
+func listenRoom(t *testing.T, bin string, args ...string) (url string, log *lineLog) {
 	t.Helper()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			if i := strings.Index(sc.Text(), "ws://"); i >= 0 {
-				found <- strings.Fields(sc.Text()[i:])[0]
-				break
-			}
-		}
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case u := <-found:
-		return u
-	case <-time.After(30 * time.Second):
-		t.Fatal("the chat room printed no ws:// URL")
-		return ""
+	srv := exec.Command(bin, append(args, "-listen", "127.0.0.1:0")...)
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+	})
+	log = &lineLog{}
+	return log.follow(t, stderr), log
 }

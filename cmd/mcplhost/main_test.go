@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpl-go/mcpl/internal/chanserver"
+	"github.com/mcpl-go/mcpl/internal/testbin"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 )
 
@@ -20,6 +21,7 @@ func (l leakCheckedM) Run() int {
 	code := l.m.Run()
 	testserver.Cleanup()
 	chanserver.Cleanup()
+	testbin.Chatroom.Cleanup()
 	faultCleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

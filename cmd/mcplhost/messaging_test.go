@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,20 +99,7 @@ agents:
 	})
 
 	t.Run("websocket", func(t *testing.T) {
-		srv := exec.Command(bin, "-script", room, "-listen", "127.0.0.1:0")
-		stderr, err := srv.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			srv.Process.Kill()
-			srv.Wait()
-		})
-		roomLog := &lineLog{}
-		url := roomLog.follow(t, stderr)
+		url, roomLog := listenRoom(t, bin, "-script", room)
 		code, out, errOut := runCLI("probe", "--url", url)
 		if code != exitOK || !strings.Contains(out, "\npolicy: accepted\n") || !strings.Contains(out, "\n  chat.messaging: enabled\n") {
 			t.Fatalf("probe: exit %d\n%s%s", code, out, errOut)

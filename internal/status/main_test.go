@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,14 +24,9 @@ import (
 	"github.com/mcpl-go/mcpl/internal/testbin"
 )
 
-var chatroom = func() *testbin.Program {
-	_, file, _, _ := runtime.Caller(0)
-	return &testbin.Program{Dir: filepath.Join(filepath.Dir(file), "..", ".."), Pkg: "./examples/chatroom", Name: "chatroom"}
-}()
-
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		chatroom.Cleanup()
+		testbin.Chatroom.Cleanup()
 		os.Exit(code)
 	}))
 }
@@ -56,7 +50,7 @@ type running struct {
 // startRoom starts the host: alice addresses ada in #general (open), and
 // ada answers; #dev and #random stay closed.
 func startRoom(t *testing.T) *running {
-	bin := chatroom.Path(t)
+	bin := testbin.Chatroom.Path(t)
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -54,3 +55,10 @@ func (p *Program) Cleanup() {
 		os.RemoveAll(filepath.Dir(p.path))
 	}
 }
+
+// Chatroom is examples/chatroom, the simulated chat platform the demo and
+// many end-to-end tests run as a real server.
+var Chatroom = func() *Program {
+	_, file, _, _ := runtime.Caller(0)
+	return &Program{Dir: filepath.Join(filepath.Dir(file), "..", ".."), Pkg: "./examples/chatroom", Name: "chatroom"}
+}()
