@@ -39,6 +39,18 @@ func (sg *signals) calls() ([]any, []bool) {
 	return slices.Clone(sg.got), slices.Clone(sg.conn)
 }
 
+// signalServer is a chat server with the three handlers installed,
+// started and initialized (its policy still to come).
+func signalServer(t *testing.T) (*signals, *host) {
+	t.Helper()
+	sg := &signals{}
+	s, _ := chatServer(nil)
+	sg.install(s)
+	h := start(t, s)
+	h.initialize()
+	return sg, h
+}
+
 // install sets the three handlers on s. The acknowledge handler knows
 // message m-1 in chat:#a; m-gone fails; chat:#custom answers a wire error.
 func (sg *signals) install(s *server.Server) {
@@ -121,11 +133,7 @@ func TestSignalsAdvertised(t *testing.T) {
 // their handlers with their params exactly, in the order sent, with the
 // connection in ctx; acknowledge's answers on the wire.
 func TestSignalHandlers(t *testing.T) {
-	var sg signals
-	s, _ := chatServer(nil)
-	sg.install(s)
-	h := start(t, s)
-	h.initialize()
+	sg, h := signalServer(t)
 	h.policy(signalCaps, nil, []string{})
 	ctx := context.Background()
 	notify := func(method string, params any) {
@@ -191,11 +199,7 @@ func TestSignalHandlers(t *testing.T) {
 }
 
 func TestSignalErrors(t *testing.T) {
-	var sg signals
-	s, _ := chatServer(nil)
-	sg.install(s)
-	h := start(t, s)
-	h.initialize()
+	sg, h := signalServer(t)
 	h.policy(signalCaps, nil, []string{})
 	for _, tc := range []struct {
 		name   string
@@ -240,11 +244,7 @@ func TestSignalErrors(t *testing.T) {
 // them, typing, acknowledge and the stream reach no handler: acknowledge
 // is answered -32002 naming its capability.
 func TestSignalsGated(t *testing.T) {
-	var sg signals
-	s, _ := chatServer(nil)
-	sg.install(s)
-	h := start(t, s)
-	h.initialize()
+	sg, h := signalServer(t)
 	ctx := context.Background()
 	ack := map[string]string{"channelId": "chat:#a", "messageId": "m-1", "intent": "seen-not-opening", "value": "👀"}
 	send := func() {

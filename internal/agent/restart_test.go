@@ -34,10 +34,7 @@ func TestForkMessageSurvivesACrash(t *testing.T) {
 	st := &crashed{Store: mem}
 	synctest.Test(t, func(t *testing.T) {
 		m := &fakeModel{held: true} // the fork's turn never ends
-		opts := Options{Store: st, PerChannel: true, Agents: []Spec{{Name: "ada", Model: m}}}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: st, PerChannel: true, Agents: []Spec{{Name: "ada", Model: m}}}, "open")
 		addMessages(t, mem, chanMsg("chat", "general", "g1", "lost?"))
 		h.rt.Wake()
 		synctest.Wait()
@@ -48,10 +45,7 @@ func TestForkMessageSurvivesACrash(t *testing.T) {
 		h.rt.Close()
 	})
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem, PerChannel: true}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem, PerChannel: true}, "open")
 		defer h.rt.Close()
 		synctest.Wait()
 		if evs := h.rec.of(forkGeneral, EventShown); len(evs) != 1 {
@@ -65,18 +59,12 @@ func TestForkMessageSurvivesACrash(t *testing.T) {
 func TestAbortedTurnIsShownAgain(t *testing.T) {
 	mem := store.NewMemory()
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem, Agents: []Spec{{Name: "ada", Model: &fakeModel{held: true}}}}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem, Agents: []Spec{{Name: "ada", Model: &fakeModel{held: true}}}}, "open")
 		h.add(chanMsg("chat", "general", "g1", "think hard"))
 		h.rt.Close()
 	})
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem}, "open")
 		defer h.rt.Close()
 		synctest.Wait()
 		if reqs := h.model.requests(); len(reqs) != 1 || !containsText(userTexts(reqs[0].Messages), "think hard") {
@@ -100,10 +88,7 @@ func TestNoticeAfterStopIsKept(t *testing.T) {
 		h.rt.Notice(notice)
 	})
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem}, "open")
 		defer h.rt.Close()
 		h.add(chanMsg("chat", "general", "g1", "hello"))
 		reqs := h.model.requests()
@@ -119,18 +104,12 @@ func TestNoticeAfterStopIsKept(t *testing.T) {
 func TestForksComeBackAtStart(t *testing.T) {
 	mem := store.NewMemory()
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem, PerChannel: true}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem, PerChannel: true}, "open")
 		h.add(chanMsg("chat", "general", "g1", "first"))
 		h.rt.Close()
 	})
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem, PerChannel: true}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "closed")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem, PerChannel: true}, "closed")
 		h.add(chanMsg("chat", "general", "g2", "while closed"))
 		if c := h.cursors()[cursorName(forkGeneral)]; c != 2 {
 			t.Errorf("the fork's cursor is %d after its closed channel's message, want 2", c)
@@ -138,10 +117,7 @@ func TestForksComeBackAtStart(t *testing.T) {
 		h.rt.Close()
 	})
 	synctest.Test(t, func(t *testing.T) {
-		opts := Options{Store: mem, PerChannel: true}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Store: mem, PerChannel: true}, "open")
 		defer h.rt.Close()
 		h.add(chanMsg("chat", "general", "g3", "open again"))
 		for _, req := range h.model.requests() {
@@ -203,10 +179,7 @@ func TestStopLetsTurnsEnd(t *testing.T) {
 	t.Run("within the grace", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := &fakeModel{held: true}
-			opts := Options{Agents: []Spec{{Name: "ada", Model: m}}}
-			h := setup(t, &opts)
-			h.env.channel("chat", "general", "open")
-			h.start(opts)
+			h := startWith(t, Options{Agents: []Spec{{Name: "ada", Model: m}}}, "open")
 			h.add(chanMsg("chat", "general", "g1", "first"))
 			stopped := make(chan struct{})
 			go func() {
@@ -230,10 +203,7 @@ func TestStopLetsTurnsEnd(t *testing.T) {
 	t.Run("past the grace", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := &fakeModel{held: true}
-			opts := Options{Agents: []Spec{{Name: "ada", Model: m}}}
-			h := setup(t, &opts)
-			h.env.channel("chat", "general", "open")
-			h.start(opts)
+			h := startWith(t, Options{Agents: []Spec{{Name: "ada", Model: m}}}, "open")
 			h.add(chanMsg("chat", "general", "g1", "first"))
 			start := time.Now()
 			h.rt.Stop(10 * time.Second)
@@ -252,10 +222,7 @@ func TestStopLetsTurnsEnd(t *testing.T) {
 func TestHoldDelaysTheFirstRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hold := make(chan struct{})
-		opts := Options{Hold: hold}
-		h := setup(t, &opts)
-		h.env.channel("chat", "general", "open")
-		h.start(opts)
+		h := startWith(t, Options{Hold: hold}, "open")
 		defer h.rt.Close()
 		h.add(chanMsg("chat", "general", "g1", "waiting"))
 		if n := len(h.model.requests()); n != 0 {
@@ -267,4 +234,15 @@ func TestHoldDelaysTheFirstRead(t *testing.T) {
 			t.Errorf("%d model calls after the hold was released, want 1", n)
 		}
 	})
+}
+
+// startWith sets up a harness on opts, with chat's #general in state
+// ("open" or "closed"), and starts the runtime: each run of a restart
+// test is a process of its own on the same store.
+func startWith(t *testing.T, opts Options, general string) *harness {
+	t.Helper()
+	h := setup(t, &opts)
+	h.env.channel("chat", "general", general)
+	h.start(opts)
+	return h
 }

@@ -69,6 +69,19 @@ func checkNotes(t *testing.T, d *double, when string, want ...sentNote) {
 	}
 }
 
+// typingInOpen is a rig granted channels.typing with c open, and typing
+// started in c (Typing's stop returned).
+func typingInOpen(t *testing.T) (*rig, func()) {
+	t.Helper()
+	rg := newRig(t, rigCaps("channels.typing")...)
+	openedChannel(rg, desc("c", true))
+	stop, ok := rg.reg.Typing("s", "c")
+	if !ok {
+		t.Fatal("Typing on an open channel with channels.typing: ok false")
+	}
+	return rg, stop
+}
+
 func TestTypingStartRepeatStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rg := newRig(t, rigCaps("channels.typing")...)
@@ -188,12 +201,7 @@ func TestTypingRefused(t *testing.T) {
 
 func TestTypingStopsAtClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t, rigCaps("channels.typing")...)
-		openedChannel(rg, desc("c", true))
-		stop, ok := rg.reg.Typing("s", "c")
-		if !ok {
-			t.Fatal("Typing: ok false")
-		}
+		rg, stop := typingInOpen(t)
 		rg.reg.Close()
 		// Close waits for the typing goroutine: the stop is sent by now,
 		// and nothing follows it.
@@ -222,12 +230,7 @@ func TestTypingStopsAtClose(t *testing.T) {
 // one stop is sent, and every call returns.
 func TestTypingStopConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t, rigCaps("channels.typing")...)
-		openedChannel(rg, desc("c", true))
-		stop, ok := rg.reg.Typing("s", "c")
-		if !ok {
-			t.Fatal("Typing: ok false")
-		}
+		rg, stop := typingInOpen(t)
 		done := make(chan struct{})
 		for range 4 {
 			go func() {
@@ -408,12 +411,7 @@ func TestStreamEmptyDeltaAndText(t *testing.T) {
 
 func TestTypingNoStartAfterChannelCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t, rigCaps("channels.typing")...)
-		openedChannel(rg, desc("c", true))
-		stop, ok := rg.reg.Typing("s", "c")
-		if !ok {
-			t.Fatal("Typing: ok false")
-		}
+		rg, stop := typingInOpen(t)
 		defer stop()
 		ch := rg.toolAsync(ToolClose, `{"channelId":"c"}`)
 		rg.srv.expect("close", "c").ok()
@@ -429,12 +427,7 @@ func TestTypingNoStartAfterChannelCloses(t *testing.T) {
 
 func TestTypingNoStartAfterGrantRevoked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t, rigCaps("channels.typing")...)
-		openedChannel(rg, desc("c", true))
-		stop, ok := rg.reg.Typing("s", "c")
-		if !ok {
-			t.Fatal("Typing: ok false")
-		}
+		rg, stop := typingInOpen(t)
 		defer stop()
 		synctest.Wait() // the first start is out
 		rg.srv.setGrant("channels.typing", false)
@@ -446,12 +439,7 @@ func TestTypingNoStartAfterGrantRevoked(t *testing.T) {
 
 func TestCloseWhileTypingIsPrompt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rg := newRig(t, rigCaps("channels.typing")...)
-		openedChannel(rg, desc("c", true))
-		stop, ok := rg.reg.Typing("s", "c")
-		if !ok {
-			t.Fatal("Typing: ok false")
-		}
+		rg, stop := typingInOpen(t)
 		defer stop()
 		time.Sleep(3 * time.Second)
 		start := time.Now()
