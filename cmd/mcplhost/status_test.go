@@ -87,22 +87,36 @@ func TestRunStatus(t *testing.T) {
 	if code, body := get(""); code != 200 || !strings.Contains(body, "<title>mcplhost status</title>") {
 		t.Errorf("/: %d, not the page", code)
 	}
-	// The room connects in the background; the API shows it connecting,
-	// then connected.
+	// The room connects in the background, then registers its three
+	// channels; the API shows each step as it comes.
 	deadline := time.Now().Add(30 * time.Second)
 	var servers []struct{ ID, State string }
+	var channels []struct{ Registered bool }
+	registered := func() int {
+		n := 0
+		for _, c := range channels {
+			if c.Registered {
+				n++
+			}
+		}
+		return n
+	}
 	for {
 		_, body := get("api/servers")
 		if err := json.Unmarshal([]byte(body), &servers); err != nil {
 			t.Fatalf("/api/servers: %v: %s", err, body)
 		}
-		if len(servers) == 1 && servers[0].State == "connected" || time.Now().After(deadline) {
+		_, body = get("api/channels")
+		if err := json.Unmarshal([]byte(body), &channels); err != nil {
+			t.Fatalf("/api/channels: %v: %s", err, body)
+		}
+		if len(servers) == 1 && servers[0].State == "connected" && registered() == 3 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond) // polling the API, as its page does
 	}
-	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" {
-		t.Fatalf("/api/servers = %+v", servers)
+	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" || registered() != 3 {
+		t.Fatalf("/api/servers = %+v, /api/channels = %+v", servers, channels)
 	}
 	_, metrics := get("metrics")
 	for _, want := range []string{`mcpl_server_connected{server="room"} 1`, `mcpl_channels_registered{server="room"} 3`, "go_goroutines ", "process_open_fds "} {
