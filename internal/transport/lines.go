@@ -12,9 +12,13 @@ import (
 // lineReader splits a byte stream into newline-delimited messages, each at
 // most max bytes (not counting the newline or a carriage return before it).
 // Blank lines are skipped. A last line without a newline is still a message.
+// A read that fails part way through a line (a read deadline that passed)
+// loses nothing: the part read is kept, and the next call goes on from it.
 type lineReader struct {
 	br  *bufio.Reader
 	max int
+	// partial is the start of a line a failed read broke off.
+	partial []byte
 	// tooLarge, once set, is returned by every later call: after an
 	// oversize line the reader may be part way through it, and what follows
 	// is not a message.
@@ -52,24 +56,21 @@ func (l *lineReader) next() ([]byte, error) {
 // line, with the error deferred to the next call by bufio itself.
 func (l *lineReader) readLine() ([]byte, error) {
 	chunk, err := l.br.ReadSlice('\n')
-	if err == nil || (err == io.EOF && len(chunk) > 0) {
+	if l.partial == nil && (err == nil || (err == io.EOF && len(chunk) > 0)) {
 		if len(trimEOL(chunk)) > l.max {
 			return nil, &TooLargeError{Limit: l.max, Size: len(trimEOL(chunk))}
 		}
 		return bytes.Clone(trimEOL(chunk)), nil
 	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return nil, err
-	}
-	// A line longer than the buffer: gather it, refusing it once it passes
-	// the limit rather than holding an unbounded amount.
-	buf := bytes.Clone(chunk)
+	// A line longer than the buffer, or one a failed read broke off:
+	// gather it, refusing it once it passes the limit rather than holding
+	// an unbounded amount.
+	buf := append(l.partial, chunk...)
+	l.partial = nil
 	for {
 		if len(buf) > l.max+2 {
 			return nil, &TooLargeError{Limit: l.max, Size: len(buf)}
 		}
-		chunk, err = l.br.ReadSlice('\n')
-		buf = append(buf, chunk...)
 		switch {
 		case err == nil, err == io.EOF && len(buf) > 0:
 			line := trimEOL(buf)
@@ -78,10 +79,17 @@ func (l *lineReader) readLine() ([]byte, error) {
 			}
 			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
+		case errors.Is(err, io.EOF):
+			return nil, err
 		default:
+			// bufio has handed over what it read of the line; keep it.
+			if len(buf) > 0 {
+				l.partial = buf
+			}
 			return nil, err
 		}
+		chunk, err = l.br.ReadSlice('\n')
+		buf = append(buf, chunk...)
 	}
 }
 

@@ -457,3 +457,71 @@ func TestLineStreamWriteFailure(t *testing.T) {
 		}
 	})
 }
+
+// scriptedReader returns its steps in turn: a chunk of bytes, or an error.
+type scriptedReader struct{ steps []any }
+
+func (r *scriptedReader) Read(b []byte) (int, error) {
+	if len(r.steps) == 0 {
+		return 0, io.EOF
+	}
+	step := r.steps[0]
+	r.steps = r.steps[1:]
+	if err, ok := step.(error); ok {
+		return 0, err
+	}
+	s := step.(string)
+	if len(s) > len(b) {
+		r.steps = append([]any{s[len(b):]}, r.steps...)
+		s = s[:len(b)]
+	}
+	return copy(b, s), nil
+}
+
+// A read that fails part way through a line (a read deadline) loses
+// nothing: the next call goes on from the part read, for a short line and
+// for one longer than the buffer.
+func TestLineReaderKeepsALineAFailedReadBrokeOff(t *testing.T) {
+	errStop := errors.New("deadline")
+	long := strings.Repeat("y", 100<<10)
+	r := &scriptedReader{steps: []any{
+		"first\nsec", errStop, "ond\n",
+		long[:70<<10], errStop, long[70<<10:], errStop, errStop, "\nlast",
+	}}
+	l := newLineReader(r, 1<<20)
+	var got []string
+	for {
+		line, err := l.next()
+		if errors.Is(err, errStop) {
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("next = %v", err)
+			}
+			break
+		}
+		got = append(got, string(line))
+	}
+	if diff := cmp.Diff([]string{"first", "second", long, "last"}, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}
+
+// The limit holds across failed reads: a line gathered in parts is
+// refused once it passes it.
+func TestLineReaderLimitAcrossFailedReads(t *testing.T) {
+	errStop := errors.New("deadline")
+	r := &scriptedReader{steps: []any{"abc", errStop, "def", errStop, "ghi\n"}}
+	l := newLineReader(r, 5)
+	var err error
+	for range 5 {
+		if _, err = l.next(); !errors.Is(err, errStop) {
+			break
+		}
+	}
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		t.Fatalf("next = %v, want a TooLargeError", err)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"sync"
+	"time"
 )
 
 // Pipe returns two connected in-memory Streams: what one writes, the other
@@ -35,6 +37,7 @@ type pipeEnd struct {
 	max      int
 	mu       sync.Mutex
 	closedMe bool // this end called Close
+	dl       readDeadline
 }
 
 func (p *pipeEnd) Read() ([]byte, error) {
@@ -52,6 +55,8 @@ func (p *pipeEnd) Read() ([]byte, error) {
 	case msg := <-p.in:
 		return p.check(msg)
 	case <-p.st.done:
+	case <-p.dl.passed():
+		return nil, os.ErrDeadlineExceeded
 	}
 	if p.closedByMe() {
 		return nil, ErrClosed
@@ -103,3 +108,58 @@ func (p *pipeEnd) closedByMe() bool {
 }
 
 func (p *pipeEnd) CloseInfo() CloseInfo { return CloseInfo{} }
+
+// SetReadDeadline implements ReadDeadliner. A message already waiting is
+// read even after the deadline has passed.
+func (p *pipeEnd) SetReadDeadline(t time.Time) error {
+	p.dl.set(t)
+	return nil
+}
+
+// readDeadline is a pipe end's read deadline: the channel passed returns
+// is closed once it has passed.
+type readDeadline struct {
+	mu     sync.Mutex
+	ch     chan struct{} // closed when the deadline has passed
+	timer  *time.Timer
+	closed bool // ch is closed
+}
+
+func (d *readDeadline) passed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ch == nil {
+		d.ch = make(chan struct{})
+	}
+	return d.ch
+}
+
+func (d *readDeadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	if d.ch == nil || d.closed {
+		d.ch, d.closed = make(chan struct{}), false
+	}
+	if t.IsZero() {
+		return
+	}
+	wait := time.Until(t)
+	if wait <= 0 {
+		close(d.ch)
+		d.closed = true
+		return
+	}
+	ch := d.ch
+	d.timer = time.AfterFunc(wait, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.ch == ch && !d.closed {
+			close(ch)
+			d.closed = true
+		}
+	})
+}

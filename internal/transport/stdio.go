@@ -244,6 +244,10 @@ func (p *Process) Read() ([]byte, error) {
 	if p.closing.Load() {
 		return nil, ErrClosed
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// SetReadDeadline's deadline, not the end: nothing is lost.
+		return nil, err
+	}
 	var tl *TooLargeError
 	if errors.As(err, &tl) {
 		return nil, err
@@ -262,6 +266,12 @@ func (p *Process) Read() ([]byte, error) {
 	}
 	return nil, err
 }
+
+// SetReadDeadline implements ReadDeadliner: once t has passed, a Read under
+// way or the next returns an error wrapping os.ErrDeadlineExceeded, and
+// the Read after it goes on where it stopped (a line read in part is
+// kept). The zero time means none.
+func (p *Process) SetReadDeadline(t time.Time) error { return p.stdout.SetReadDeadline(t) }
 
 // Write implements Stream. Writes take turns, one whole message each; a
 // Write waiting for its turn gives up when ctx ends (returning ctx.Err(),

@@ -134,6 +134,17 @@ func loggerOr(l *slog.Logger) *slog.Logger {
 	return l
 }
 
+// A ReadDeadliner is a Stream whose Read can be cut short without losing
+// anything: once the deadline set passes, a Read under way, or the next
+// one, returns an error wrapping os.ErrDeadlineExceeded, and a later Read
+// goes on where it stopped. The zero time means no deadline. A deadline in
+// the past interrupts a Read from another goroutine (package wire hands
+// the reading role between goroutines this way). Subprocess streams and
+// Pipe have it.
+type ReadDeadliner interface {
+	SetReadDeadline(t time.Time) error
+}
+
 // deadlineWriter is a Stream that bounds a write by a deadline of its own
 // as well as by its context, without deriving a context for it.
 type deadlineWriter interface {

@@ -114,6 +114,18 @@ type Peer struct {
 	timers    sync.Pool      // stopped *time.Timer for calls' deadlines
 	calls     sync.Pool      // *pendingCall whose answer was taken
 	bufs      sync.Pool      // *[]byte for requests once written
+
+	// The reading role (read.go). rd is nil when the stream's read can't
+	// be interrupted: the reader goroutine is then the only reader.
+	rd        transport.ReadDeadliner
+	lead      chan struct{} // holds the role while free for a call to take
+	bgTurn    chan struct{} // holds the role handed to the reader goroutine
+	waiting   atomic.Int32  // calls written and waiting for their answer
+	asked     atomic.Bool   // a call waiting alone asked for the role
+	bgHolds   atomic.Bool   // the reader goroutine holds the role
+	quiet     *time.Timer   // fires quietAfter after waiting last fell to 0
+	ending    chan struct{} // closed when the connection starts to end
+	readEnded bool          // reading failed for good; guarded by the role
 }
 
 type pendingCall struct {
@@ -183,6 +195,14 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 		closeNow:    make(chan struct{}),
 		obs:         opts.Observer,
 	}
+	if p.rd = readerOf(s); p.rd != nil {
+		p.lead = make(chan struct{}, 1)
+		p.bgTurn = make(chan struct{}, 1)
+		p.bgTurn <- struct{}{}
+		p.quiet = time.NewTimer(time.Hour)
+		p.quiet.Stop()
+	}
+	p.ending = make(chan struct{})
 	p.inbox.init(max, maxBytes)
 	p.owed.init()
 	base := opts.Context
@@ -307,6 +327,11 @@ func (p *Peer) end(cause error, byHost, closeStream bool) {
 		for _, pc := range pending {
 			pc.ch <- answer{closed: true, hostClose: hostClose, why: why, recon: recon}
 		}
+		close(p.ending)
+		if p.rd != nil {
+			// A call reading for its answer has it now.
+			p.interrupt()
+		}
 		// Handlers' context ends now, either way, so none waits on a
 		// connection that is gone.
 		p.cancel()
@@ -367,36 +392,6 @@ func (p *Peer) logPendingAtClose(pending map[int64]*pendingCall, byHost, hostClo
 		attrs = append(attrs, slog.String("error", cause.Error()))
 	}
 	p.log.Warn("connection closed with requests pending", attrs...)
-}
-
-// read is the one goroutine that reads the stream. It answers this side's
-// calls itself and queues everything else for dispatch, so that a slow
-// handler never holds up an answer.
-func (p *Peer) read() {
-	defer close(p.readDone)
-	for {
-		msg, err := p.s.Read()
-		if err != nil {
-			p.readFailed(err)
-			return
-		}
-		env, kind := parse(msg)
-		switch kind {
-		case kindResponse:
-			p.answer(env)
-		case kindRequest, kindNotification:
-			r := &Request{Method: env.Method, Params: env.Params, id: env.ID, peer: p, size: len(msg)}
-			if p.obs != nil && r.id != nil {
-				r.read = time.Now()
-			}
-			p.enqueue(r)
-		case kindInvalidRequest:
-			p.limits.Log(&logInvalidRequest, slog.String("id", Cut(string(env.ID), 64)))
-			p.refuse(&Request{id: env.ID, peer: p}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
-		default:
-			p.noise.skip(p.log, msg)
-		}
-	}
 }
 
 func (p *Peer) readFailed(err error) {
@@ -491,7 +486,9 @@ func WithTimeout(d time.Duration) CallOption {
 
 // Call sends a request and waits for its answer, decoding the result into
 // result (unless result is nil). A failure is a *CallError, whose Outcome
-// says what is known of the request's effect.
+// says what is known of the request's effect. When ctx ends, the call ends
+// at once, or within a millisecond if it began reading its own answer
+// less than a millisecond before (read.go).
 func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) (err error) {
 	if p.obs != nil {
 		start := time.Now()
@@ -526,6 +523,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	// stream keeps (transport.WriteBy): no context is derived per call.
 	var (
 		expired  <-chan time.Time
+		due      time.Time // the call's own deadline; zero for none
 		deadline time.Time // the write's own; zero leaves it to ctx
 		bound    time.Duration
 	)
@@ -533,7 +531,8 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		t := p.getTimer(o.timeout)
 		defer p.putTimer(t)
 		expired = t.C
-		deadline, bound = time.Now().Add(o.timeout), o.timeout
+		due = time.Now().Add(o.timeout)
+		deadline, bound = due, o.timeout
 	} else if _, ok := ctx.Deadline(); !ok {
 		// The write has a deadline whatever the call's: a peer that stops
 		// reading must not hold a call that has none forever.
@@ -553,12 +552,9 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		return p.writeFailed(ce(), err, ctx, ownDeadline(ctx, err), bound, closed, hostClose)
 	}
 
-	select {
-	case a := <-pc.ch:
+	if a, ok := p.await(ctx, pc, expired, due); ok {
 		p.putCall(pc)
 		return p.finish(ce, a, result)
-	case <-ctx.Done():
-	case <-expired:
 	}
 	// Abandoned, unless the answer raced in.
 	p.mu.Lock()
