@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"testing"
 	"testing/synctest"
@@ -119,4 +120,33 @@ func TestPipeReadDeadline(t *testing.T) {
 			t.Errorf("Read gave up after %v, want the later deadline's 3s", waited)
 		}
 	})
+}
+
+// After the end of its stdout, Read waits for the process to exit (so
+// CloseInfo can say how it ended); the read deadline cuts that wait short
+// too, and a later Read still ends with io.EOF once it exits.
+func TestProcessReadDeadlineCutsTheExitWait(t *testing.T) {
+	t.Parallel()
+	p := spawn(t, sh(`exec 1>&-; read go`), transport.StdioOptions{StopWait: time.Minute})
+	p.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Read()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Read = %v, want the deadline's error", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the deadline did not cut short the wait for the exit")
+	}
+	p.SetReadDeadline(time.Time{})
+	if err := p.Write(testCtx(t, testTimeout), []byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readWithin(t, p, testTimeout); !errors.Is(err, io.EOF) {
+		t.Fatalf("Read after the exit = %v, want io.EOF", err)
+	}
 }

@@ -73,6 +73,7 @@ type Process struct {
 	stderrDone chan struct{} // closed when the copy of stderr has ended
 	exited     chan struct{} // closed when the exit and the stderr tail are known
 	readEOF    chan struct{} // closed when Read has seen the end of stdout, or at Close
+	dl         readDeadline  // SetReadDeadline's, for Read's wait for the exit
 	// ownEnd: the process was seen going before Close (the end of its
 	// stdout, or a broken pipe on its stdin), so its exit is its own even
 	// when Close comes before it is reaped.
@@ -260,6 +261,9 @@ func (p *Process) Read() ([]byte, error) {
 	case <-p.exited:
 		return nil, io.EOF
 	case <-t.C:
+	case <-p.dl.passed():
+		// The next Read sees the end again, and waits again.
+		return nil, os.ErrDeadlineExceeded
 	}
 	if errors.Is(err, io.EOF) {
 		return nil, io.EOF
@@ -270,8 +274,12 @@ func (p *Process) Read() ([]byte, error) {
 // SetReadDeadline implements ReadDeadliner: once t has passed, a Read under
 // way or the next returns an error wrapping os.ErrDeadlineExceeded, and
 // the Read after it goes on where it stopped (a line read in part is
-// kept). The zero time means none.
-func (p *Process) SetReadDeadline(t time.Time) error { return p.stdout.SetReadDeadline(t) }
+// kept). The zero time means none. It cuts short Read's wait for the
+// process to exit after the end of its stdout, too.
+func (p *Process) SetReadDeadline(t time.Time) error {
+	p.dl.set(t)
+	return p.stdout.SetReadDeadline(t)
+}
 
 // Write implements Stream. Writes take turns, one whole message each; a
 // Write waiting for its turn gives up when ctx ends (returning ctx.Err(),

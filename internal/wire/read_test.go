@@ -267,3 +267,22 @@ func TestManyCallsEachGetTheirAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A server that closes its stdout and stays: the call reading for its
+// answer still ends at its own deadline, not when the process goes.
+func TestCallDeadlineWhenTheServerClosesItsStdout(t *testing.T) {
+	proc, err := transport.Spawn(transport.Command{Argv: []string{"sh", "-c", "read req; exec 1>&-; read never"}},
+		transport.StdioOptions{StopWait: time.Minute, Logger: newRecorder().Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newPeer(t, proc, wire.Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- p.Call(testCtx(t), "op", nil, nil, wire.WithTimeout(300*time.Millisecond)) }()
+	select {
+	case err := <-errc:
+		callError(t, err, wire.NoResponse, wire.CauseDeadline)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call did not end at its deadline")
+	}
+}
