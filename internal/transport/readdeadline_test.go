@@ -150,3 +150,16 @@ func TestProcessReadDeadlineCutsTheExitWait(t *testing.T) {
 		t.Fatalf("Read after the exit = %v, want io.EOF", err)
 	}
 }
+
+// Setting a process's read deadline allocates nothing: a call reading its
+// own answer sets it on every call.
+func TestProcessSetReadDeadlineAllocatesNothing(t *testing.T) {
+	p := spawn(t, sh(`read end`), transport.StdioOptions{})
+	later := time.Now().Add(time.Hour)
+	if n := testing.AllocsPerRun(100, func() {
+		p.SetReadDeadline(later)
+		p.SetReadDeadline(time.Time{})
+	}); n != 0 {
+		t.Errorf("SetReadDeadline allocates %v times a call, want 0", n)
+	}
+}
