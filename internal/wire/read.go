@@ -12,7 +12,7 @@ import (
 )
 
 // Reading the stream: one reader at a time, and on a stream whose read can
-// be interrupted (transport.ReadDeadliner: a subprocess's pipe), the
+// be interrupted (transport.ReadDeadliner: a subprocess's pipe, Pipe), the
 // reading role passes between the reader goroutine and calls waiting for
 // their answers (leader and followers). The role is a token, in one place
 // at a time: held by a reader, free in lead for any call waiting to take,
