@@ -163,18 +163,19 @@ func (r CallToolResult) Text() string { return JoinText(r.Content) }
 
 // JoinText returns the text of every text block in blocks, joined by
 // newlines; blocks of other types, and what is not a block, are skipped.
-// It is the one text extractor every lane uses.
+// It is the one text extractor every lane uses. Each block reads as
+// json.Unmarshal into a TextContent reads it (blockText).
 func JoinText(blocks []json.RawMessage) string {
 	var out []byte
 	for _, raw := range blocks {
-		var b TextContent
-		if json.Unmarshal(raw, &b) != nil || b.Type != "text" {
+		text, ok := blockText(raw)
+		if !ok {
 			continue
 		}
 		if len(out) > 0 {
 			out = append(out, '\n')
 		}
-		out = append(out, b.Text...)
+		out = append(out, text...)
 	}
 	return string(out)
 }
