@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpl-go/mcpl/internal/testbin"
 )
 
 // TestTinyRound runs one small round of every client, at 1 and at 4 in
@@ -31,7 +34,7 @@ func TestTinyRound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts.server = echoServerBinary(t)
+			opts.server = echoServer.Path(t)
 			var out strings.Builder
 			res, err := runBench(ctx, opts, &out, t.Output())
 			if err != nil {
@@ -45,9 +48,17 @@ func TestTinyRound(t *testing.T) {
 				}
 			}
 			report := out.String()
-			for _, want := range append([]string{"1 call in flight", "4 calls in flight", "machine:", "gosdk / host, each round: "}, clientNames...) {
+			for _, want := range []string{"1 call in flight", "4 calls in flight", "machine:", "gosdk / host, each round: "} {
 				if !strings.Contains(report, want) {
 					t.Errorf("the report lacks %q:\n%s", want, report)
+				}
+			}
+			// A row for each client at each level (the header names them
+			// all too, so a name alone would not do).
+			for _, c := range clientNames {
+				row := regexp.MustCompile(`(?m)^  ` + c + ` +[0-9]`)
+				if n := len(row.FindAllString(report, -1)); n != len(opts.inflight) {
+					t.Errorf("the report has %d rows for %s, want %d:\n%s", n, c, len(opts.inflight), report)
 				}
 			}
 			for c, pid := range res.pids {
@@ -71,34 +82,12 @@ func boolString(b bool) string {
 	return "false"
 }
 
-// echoServerBinary builds the echo server once for the package's tests.
-func echoServerBinary(t *testing.T) string {
-	t.Helper()
-	if builtServer == "" {
-		dir, err := os.MkdirTemp("", "mcplbench-test-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-		bin, err := buildServer(context.Background(), dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		builtServer = bin
-	}
-	return builtServer
-}
-
-var (
-	builtServer string
-	cleanups    []func()
-)
+// echoServer is the echo server, built once for the package's tests.
+var echoServer = &testbin.Program{Dir: ".", Pkg: "./echoserver", Name: "echoserver"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, f := range cleanups {
-		f()
-	}
+	echoServer.Cleanup()
 	os.Exit(code)
 }
 

@@ -61,7 +61,7 @@ func (s server) argv(name string) []string {
 
 func (s server) pidFile(name string) string { return filepath.Join(s.pidDir, name+".pid") }
 
-// pid reads the pid the named client's server wrote at its start. Every
+// pid reads the pid the named client's server wrote at its start. The host
 // client calls it once its first round trip is done, so the file is there.
 func (s server) pid(name string) (int, error) {
 	b, err := os.ReadFile(s.pidFile(name))
@@ -159,11 +159,8 @@ func runCalls(ctx context.Context, n, inflight int, call func(context.Context) (
 type rawClient struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	w     *bufio.Writer
 	r     *bufio.Reader
-	line  []byte // what is sent, newline included
-	pid   int
-	srv   server
+	line  []byte     // what is sent, newline included
 	done  chan error // the result of cmd.Wait
 	close sync.Once
 }
@@ -186,10 +183,8 @@ func startRaw(srv server) (*rawClient, error) {
 	c := &rawClient{
 		cmd:   cmd,
 		stdin: stdin,
-		w:     bufio.NewWriterSize(stdin, 64<<10),
 		r:     bufio.NewReaderSize(stdout, 64<<10),
 		line:  []byte(`#{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + canned.Tool + `","arguments":` + canned.Args + "}}\n"),
-		srv:   srv,
 		done:  make(chan error, 1),
 	}
 	go func() { c.done <- cmd.Wait() }()
@@ -206,8 +201,8 @@ func (c *rawClient) Run(ctx context.Context, n, inflight int) error {
 	stop := context.AfterFunc(ctx, func() { c.cmd.Process.Kill() })
 	defer stop()
 	send := func() error {
-		c.w.Write(c.line)
-		return c.w.Flush()
+		_, err := c.stdin.Write(c.line)
+		return err
 	}
 	sent := 0
 	for ; sent < inflight && sent < n; sent++ {
@@ -230,17 +225,10 @@ func (c *rawClient) Run(ctx context.Context, n, inflight int) error {
 			sent++
 		}
 	}
-	if c.pid == 0 {
-		pid, err := c.srv.pid("raw")
-		if err != nil {
-			return err
-		}
-		c.pid = pid
-	}
 	return nil
 }
 
-func (c *rawClient) ServerPID() int { return c.pid }
+func (c *rawClient) ServerPID() int { return c.cmd.Process.Pid }
 
 // Close closes the server's stdin, which ends it; it is killed if it has
 // not gone within 5 seconds.
@@ -293,9 +281,19 @@ func startWire(ctx context.Context, srv server) (*wireClient, error) {
 }
 
 func (c *wireClient) Run(ctx context.Context, n, inflight int) error {
+	return runToolCalls(ctx, n, inflight, c.peer)
+}
+
+// caller is what wire.Peer and session.Session share: Call.
+type caller interface {
+	Call(ctx context.Context, method string, params, result any, opts ...wire.CallOption) error
+}
+
+// runToolCalls makes n tools/call calls through c, inflight at once.
+func runToolCalls(ctx context.Context, n, inflight int, c caller) error {
 	return runCalls(ctx, n, inflight, func(ctx context.Context) (string, error) {
 		var res protocol.CallToolResult
-		err := c.peer.Call(ctx, protocol.MethodToolsCall, callParams, &res)
+		err := c.Call(ctx, protocol.MethodToolsCall, callParams, &res)
 		return res.Text(), err
 	})
 }
@@ -331,11 +329,7 @@ func startSession(ctx context.Context, srv server) (*sessionClient, error) {
 }
 
 func (c *sessionClient) Run(ctx context.Context, n, inflight int) error {
-	return runCalls(ctx, n, inflight, func(ctx context.Context) (string, error) {
-		var res protocol.CallToolResult
-		err := c.s.Call(ctx, protocol.MethodToolsCall, callParams, &res)
-		return res.Text(), err
-	})
+	return runToolCalls(ctx, n, inflight, c.s)
 }
 
 func (c *sessionClient) ServerPID() int { return c.pid }

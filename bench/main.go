@@ -264,7 +264,7 @@ type sample struct {
 func measure(ctx context.Context, c client, n, k, parts int) (sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, measureTimeout)
 	defer cancel()
-	if err := c.Run(ctx, max(n/10, k), k); err != nil {
+	if err := c.Run(ctx, warmup(n, k), k); err != nil {
 		return sample{}, fmt.Errorf("warm-up: %w", err)
 	}
 	parts = max(1, min(parts, n/k))
@@ -275,7 +275,10 @@ func measure(ctx context.Context, c client, n, k, parts int) (sample, error) {
 	cpu0 := selfCPU()
 	perPart := make([]float64, parts)
 	for i := range parts {
-		m := n/parts + btoi(i < n%parts)
+		m := n / parts
+		if i < n%parts {
+			m++
+		}
 		t0 := time.Now()
 		if err := c.Run(ctx, m, k); err != nil {
 			return sample{}, err
@@ -299,12 +302,9 @@ func measure(ctx context.Context, c client, n, k, parts int) (sample, error) {
 	return s, nil
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+// warmup is how many calls warm a measurement of n calls, k in flight,
+// up: a tenth of them, and at least one for each in flight.
+func warmup(n, k int) int { return max(n/10, k) }
 
 // selfCPU is this process's CPU time, user and system.
 func selfCPU() time.Duration {

@@ -120,7 +120,7 @@ func (r *results) write(out io.Writer, o options, loadBefore, loadAfter string) 
 		if k == 1 {
 			calls = "call"
 		}
-		fmt.Fprintf(out, "%d %s in flight, %d calls a measurement after %d of warm-up\n", k, calls, o.calls[li], max(o.calls[li]/10, k))
+		fmt.Fprintf(out, "%d %s in flight, %d calls a measurement after %d of warm-up\n", k, calls, o.calls[li], warmup(o.calls[li], k))
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "%-*s\tµs/call\tmin..max\tx floor\tcalls/s\tallocs/call\tB/call\tCPU µs/call: client\tserver\t\n", width, "client")
 		for _, w := range r.rows(o, li) {
