@@ -57,66 +57,75 @@ func (o *observed) snapshot() []string {
 }
 
 // Every call this side makes and every request it answers is told to the
-// observer once, with its outcome: an answer, an error answer, a call
-// abandoned by its caller, one not sent on a closed connection; a request
-// answered and one refused.
+// observer once, with its outcome and how long it took: an answer, an
+// error answer, a call abandoned by its caller, one not sent on a closed
+// connection; a request answered and one refused. In a synctest bubble,
+// so the durations are exact: the first call answered after 3s, the ping
+// answered after its handler's 2s.
 func TestObserverHearsEveryRequest(t *testing.T) {
-	obs := newObserved()
-	p, far, _ := pipePeer(t, wire.Options{Observer: obs, Handler: wire.HandlerFunc(func(_ context.Context, r *wire.Request) (any, error) {
-		if r.Method == "bad" {
-			return nil, &protocol.Error{Code: -32001, Message: "no"}
+	synctest.Test(t, func(t *testing.T) {
+		obs := newObserved()
+		p, far, _ := pipePeer(t, wire.Options{Observer: obs, Handler: wire.HandlerFunc(func(_ context.Context, r *wire.Request) (any, error) {
+			switch r.Method {
+			case "bad":
+				return nil, &protocol.Error{Code: -32001, Message: "no"}
+			case "ping":
+				time.Sleep(2 * time.Second)
+			}
+			return map[string]int{}, nil
+		})})
+
+		errc := make(chan error, 1)
+		go func() { errc <- p.Call(t.Context(), "tools/call", nil, nil) }()
+		m := far.mustRead()
+		time.Sleep(3 * time.Second)
+		far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
 		}
-		return map[string]int{}, nil
-	})})
+		go func() { errc <- p.Call(t.Context(), "channels/open", nil, nil) }()
+		m = far.mustRead()
+		far.sendf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"no"}}`, m.ID)
+		<-errc
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { errc <- p.Call(ctx, "channels/close", nil, nil) }()
+		far.mustRead()
+		cancel()
+		<-errc
 
-	errc := make(chan error, 1)
-	go func() { errc <- p.Call(testCtx(t), "tools/call", nil, nil) }()
-	m := far.mustRead()
-	far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	go func() { errc <- p.Call(testCtx(t), "channels/open", nil, nil) }()
-	m = far.mustRead()
-	far.sendf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"no"}}`, m.ID)
-	<-errc
-	ctx, cancel := context.WithCancel(testCtx(t))
-	go func() { errc <- p.Call(ctx, "channels/close", nil, nil) }()
-	far.mustRead()
-	cancel()
-	<-errc
+		far.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+		far.mustRead()
+		far.send(`{"jsonrpc":"2.0","id":8,"method":"bad"}`)
+		far.mustRead()
+		far.send(`{"jsonrpc":"2.0","method":"note"}`) // a notification: no answer, not told
 
-	far.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
-	far.mustRead()
-	far.send(`{"jsonrpc":"2.0","id":8,"method":"bad"}`)
-	far.mustRead()
-	far.send(`{"jsonrpc":"2.0","method":"note"}`) // a notification: no answer, not told
-
-	got := obs.wait(t, 5)
-	want := []string{
-		"called tools/call ok",
-		"called channels/open error-response",
-		"called channels/close no-response",
-		"answered ping ok",
-		"answered bad error",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("observed:\n got %q\nwant %q", got, want)
-	}
-	p.Close()
-	if err := p.Call(testCtx(t), "tools/list", nil, nil); err == nil {
-		t.Fatal("a call on a closed connection succeeded")
-	}
-	if got := obs.wait(t, 1); got[len(got)-1] != "called tools/list not-sent" {
-		t.Errorf("a call on a closed connection observed as %q", got[len(got)-1])
-	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	for i, d := range obs.durs {
-		if d < 0 || d > time.Minute {
-			t.Errorf("%s: duration %v", obs.lines[i], d)
+		got := obs.wait(t, 5)
+		want := []string{
+			"called tools/call ok",
+			"called channels/open error-response",
+			"called channels/close no-response",
+			"answered ping ok",
+			"answered bad error",
 		}
-	}
+		if !slices.Equal(got, want) {
+			t.Errorf("observed:\n got %q\nwant %q", got, want)
+		}
+		p.Close()
+		if err := p.Call(t.Context(), "tools/list", nil, nil); err == nil {
+			t.Fatal("a call on a closed connection succeeded")
+		}
+		if got := obs.wait(t, 1); got[len(got)-1] != "called tools/list not-sent" {
+			t.Errorf("a call on a closed connection observed as %q", got[len(got)-1])
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		// The call canceled at once was reading its own answer: it
+		// notices within CtxPoll (read.go).
+		wantDurs := []time.Duration{3 * time.Second, 0, wire.CtxPoll, 2 * time.Second, 0, 0}
+		if !slices.Equal(obs.durs, wantDurs) {
+			t.Errorf("durations %v, want %v (for %q)", obs.durs, wantDurs, obs.lines)
+		}
+	})
 }
 
 // Queued counts the messages waiting for a handler that is busy.
