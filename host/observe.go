@@ -121,21 +121,12 @@ type activity struct {
 type agentActivity struct {
 	turns, in, out int64
 	inTurn         bool
-	last           time.Time
 	recent         []TranscriptEvent // a ring of RecentEvents, from next
 	next           int
 }
 
 // record takes one transcript event (agent.Transcript's tap).
 func (a *activity) record(ev agent.Event) {
-	switch ev.Event {
-	case agent.EventTurnEnd:
-		a.metrics.Turn(ev.Agent, ev.Reason)
-	case agent.EventModel:
-		if ev.Usage != nil {
-			a.metrics.Tokens(ev.Agent, ev.Usage.In, ev.Usage.Out)
-		}
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.agents == nil {
@@ -152,13 +143,14 @@ func (a *activity) record(ev agent.Event) {
 	case agent.EventTurnEnd:
 		g.turns++
 		g.inTurn = false
+		a.metrics.Turn(ev.Agent, ev.Reason)
 	case agent.EventModel:
 		if ev.Usage != nil {
 			g.in += int64(ev.Usage.In)
 			g.out += int64(ev.Usage.Out)
+			a.metrics.Tokens(ev.Agent, ev.Usage.In, ev.Usage.Out)
 		}
 	}
-	g.last = ev.At
 	if len(g.recent) < RecentEvents {
 		g.recent = append(g.recent, ev)
 		return
@@ -175,39 +167,34 @@ func (a *activity) fill(st *AgentState) {
 	if g == nil {
 		return
 	}
-	st.Turns, st.TokensIn, st.TokensOut, st.InTurn, st.LastEvent = g.turns, g.in, g.out, g.inTurn, g.last
+	st.Turns, st.TokensIn, st.TokensOut, st.InTurn = g.turns, g.in, g.out, g.inTurn
 	st.Recent = append(append(make([]TranscriptEvent, 0, len(g.recent)), g.recent[g.next:]...), g.recent[:g.next]...)
+	st.LastEvent = st.Recent[len(st.Recent)-1].At // the newest; a recorded agent has one
 }
 
 // metricsSnapshot is what a metrics scrape reads.
 func (h *Host) metricsSnapshot() metrics.Snapshot {
 	h.mu.Lock()
-	type entry struct {
-		id  string
-		srv *server
-	}
-	var live []entry
+	var live []*server
 	for _, id := range h.order {
 		if srv := h.servers[id]; srv != nil {
-			live = append(live, entry{id, srv})
+			live = append(live, srv)
 		}
 	}
 	h.mu.Unlock()
-	chans := map[string]*metrics.Server{}
-	var snap metrics.Snapshot
-	for _, e := range live {
-		snap.Servers = append(snap.Servers, metrics.Server{
-			ID:         e.id,
-			Connected:  e.srv.sess.State().Connected,
-			Queued:     e.srv.sess.Queued(),
-			Reconnects: e.srv.sess.Reconnects(),
-		})
-	}
-	for i := range snap.Servers {
-		chans[snap.Servers[i].ID] = &snap.Servers[i]
+	snap := metrics.Snapshot{Servers: make([]metrics.Server, len(live))}
+	byID := make(map[string]*metrics.Server, len(live))
+	for i, srv := range live {
+		snap.Servers[i] = metrics.Server{
+			ID:         srv.cfg.ID,
+			Connected:  srv.sess.Connected(),
+			Queued:     srv.sess.Queued(),
+			Reconnects: srv.sess.Reconnects(),
+		}
+		byID[srv.cfg.ID] = &snap.Servers[i]
 	}
 	for _, l := range h.channels.Channels() {
-		if s := chans[l.ServerID]; s != nil {
+		if s := byID[l.ServerID]; s != nil {
 			s.Channels++
 			if l.Open {
 				s.Open++

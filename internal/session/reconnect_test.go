@@ -200,8 +200,8 @@ func TestFirstConnectFails(t *testing.T) {
 		if ce := callError(t, err); ce.Method != protocol.MethodToolsList {
 			t.Errorf("method %q", ce.Method)
 		}
-		if st := s.State(); st.Connected || !s.Reconnecting() {
-			t.Errorf("state %+v reconnecting %v", st, s.Reconnecting())
+		if st := s.State(); st.Connected || s.Connected() || !s.Reconnecting() {
+			t.Errorf("state %+v connected %v reconnecting %v", st, s.Connected(), s.Reconnecting())
 		}
 		time.Sleep(5*time.Second*5/4 + 10*time.Second*5/4 + time.Second)
 		synctest.Wait()
@@ -209,8 +209,8 @@ func TestFirstConnectFails(t *testing.T) {
 			t.Fatalf("%d dials, want 3", n)
 		}
 		rec.One(t, "reconnected")
-		if st := s.State(); !st.Connected || st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
-			t.Fatalf("state %+v after connecting", st)
+		if st := s.State(); !st.Connected || !s.Connected() || st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
+			t.Fatalf("state %+v (connected %v) after connecting", st, s.Connected())
 		}
 		if r := policyReport(t, s); len(r.Policies) != 1 {
 			t.Errorf("policies %+v", r.Policies)

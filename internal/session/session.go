@@ -455,6 +455,14 @@ func (s *Session) Notify(ctx context.Context, method string, params any) error {
 // drop.
 func (s *Session) Reconnects() int64 { return s.reconnects.Load() }
 
+// Connected says the session has a live connection, as State().Connected
+// does, without copying the rest of the state.
+func (s *Session) Connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn != nil && s.conn.live()
+}
+
 // Queued returns how many of the server's messages wait for this host's
 // handler on the current connection (0 between connections).
 func (s *Session) Queued() int {

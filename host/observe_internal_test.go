@@ -1,0 +1,57 @@
+package host
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/agent"
+)
+
+// An agent's activity counts its turns and tokens, says whether a turn is
+// under way, keeps its last RecentEvents events oldest first, and dates
+// its last event by the newest of them, also once the ring has wrapped.
+func TestActivityFill(t *testing.T) {
+	var a activity
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	rec := func(ev agent.Event) {
+		n++
+		ev.Agent, ev.At = "ada", at.Add(time.Duration(n)*time.Second)
+		a.record(ev)
+	}
+	rec(agent.Event{Event: agent.EventTurnStart})
+	rec(agent.Event{Event: agent.EventModel, Usage: &agent.UsageLine{In: 10, Out: 3}})
+	rec(agent.Event{Event: agent.EventTurnEnd, Reason: "done"})
+	rec(agent.Event{Event: agent.EventTurnStart})
+
+	st := AgentState{Name: "ada"}
+	a.fill(&st)
+	if st.Turns != 1 || st.TokensIn != 10 || st.TokensOut != 3 || !st.InTurn {
+		t.Errorf("state %+v, want 1 turn, 10 in, 3 out, in a turn", st)
+	}
+	if len(st.Recent) != 4 || !st.LastEvent.Equal(at.Add(4*time.Second)) {
+		t.Errorf("%d recent events, last at %v; want 4, the last at +4s", len(st.Recent), st.LastEvent)
+	}
+
+	for range RecentEvents + 3 {
+		rec(agent.Event{Event: agent.EventSpeech})
+	}
+	a.fill(&st)
+	if len(st.Recent) != RecentEvents {
+		t.Fatalf("%d recent events, want %d", len(st.Recent), RecentEvents)
+	}
+	for i := 1; i < len(st.Recent); i++ {
+		if !st.Recent[i].At.After(st.Recent[i-1].At) {
+			t.Fatalf("recent events out of order at %d: %v then %v", i, st.Recent[i-1].At, st.Recent[i].At)
+		}
+	}
+	if want := at.Add(time.Duration(n) * time.Second); !st.LastEvent.Equal(want) || !st.Recent[len(st.Recent)-1].At.Equal(want) {
+		t.Errorf("last event at %v, newest kept at %v; want both %v", st.LastEvent, st.Recent[len(st.Recent)-1].At, want)
+	}
+
+	other := AgentState{Name: "bob"}
+	a.fill(&other)
+	if other.Turns != 0 || other.Recent != nil || !other.LastEvent.IsZero() {
+		t.Errorf("an agent with no events: %+v", other)
+	}
+}
