@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/model/fakeapi"
 )
 
@@ -274,15 +275,27 @@ func TestDemoFeedOrder(t *testing.T) {
 // TestDemoChannelLines: a channel opened by the agent's reply, or selected
 // by the subscription policy, or whose open failed after a reply, gets its
 // line from the host's notice; channel_close and a decline without an
-// acknowledgment from the tool's result.
+// acknowledgment from the tool's result. The notices are the host's own
+// texts (agent.Route), so a reworded notice the demo no longer reads
+// fails here.
 func TestDemoChannelLines(t *testing.T) {
 	var out bytes.Buffer
 	story := newDemoStory(transcriptPrinter{p: printer{&out}}, true)
+	readers := map[string]agent.Reader{"ada": {Name: "ada"}, "bob": {Name: "bob", Ended: true}}
+	notice := func(n channels.Notice, label string) agent.Event {
+		n.Server = "chat"
+		n.Channels = []channels.ChannelRef{{ID: "chat:" + label, Label: "#" + label}}
+		d := agent.Route(n, readers, "ada")
+		if len(d) != 1 || d[0].To != "ada" {
+			t.Fatalf("the notice on #%s went to %+v, want ada alone", label, d)
+		}
+		return agent.Event{Agent: "ada", Event: agent.EventNotice, Text: d[0].Text}
+	}
 	for _, ev := range []agent.Event{
-		{Agent: "ada", Event: agent.EventNotice, Text: "[channels] Now open: #b (chat:b) — your own message into the closed channel engaged it. Ongoing traffic from this channel will reach you. If you don't want it, use channel_close — your choice sticks; neither policy nor a later send will silently reopen it."},
-		{Agent: "ada", Event: agent.EventNotice, Text: "[channels] Now open: #c (chat:c) — bob's message into the closed channel engaged it. Ongoing traffic from this channel will reach you."},
-		{Agent: "ada", Event: agent.EventNotice, Text: "[channels] Selected for opening by subscription policy: #d (chat:d). This is an admission decision; channel_list shows current transport state."},
-		{Agent: "ada", Event: agent.EventNotice, Text: "[channels] Not open: #e (chat:e). Your reply through chat--send went out, but opening the channel failed: no. channel_open tries again."},
+		notice(channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByReply, Agent: "ada"}, "b"),
+		notice(channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceOpenedByReply, Agent: "bob"}, "c"),
+		notice(channels.Notice{Kind: channels.NoticeOpened, Cause: channels.SourceSubscriptionPolicy}, "d"),
+		notice(channels.Notice{Kind: channels.NoticeReplyOpenFailed, Agent: "ada", Tool: "chat--send", Reason: "no"}, "e"),
 		{Agent: "ada", Event: agent.EventTool, Tool: "channel_close", Outcome: "ok", Text: `{"channelId":"chat:f","status":"closed"}`},
 		{Agent: "ada", Event: agent.EventTool, Tool: "channel_decline", Outcome: "ok", Text: `{"acknowledged":false,"channelId":"chat:g","status":"remained closed"}`},
 		{Agent: "ada", Event: agent.EventTool, Tool: "channel_open", Outcome: "refused", Text: "channel_open is not a tool this agent may use"},
