@@ -241,9 +241,15 @@ func TestRunDebugLogShowsServerStderr(t *testing.T) {
 	bin := buildChatroom(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "room.script")
-	os.WriteFile(script, []byte("+0s #random alice: hello from the room\n"), 0o600)
 	cfg := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: room\n    command: ["+bin+", -script, "+script+"]\n"), 0o600)
+	for path, text := range map[string]string{
+		script: "+0s #random alice: hello from the room\n",
+		cfg:    "store: ./host.db\nservers:\n  - id: room\n    command: [" + bin + ", -script, " + script + "]\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
