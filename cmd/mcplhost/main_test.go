@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -32,6 +33,26 @@ func (l leakCheckedM) Run() int {
 	return code
 }
 
+// copyScriptHelpers puts the shell helpers the scripts share
+// (testdata/sh: bg.sh, waitfor.sh, sig.sh, gone.sh, each saying how it is
+// used) into a script's work directory.
+func copyScriptHelpers(dir string) error {
+	helpers, err := filepath.Glob("testdata/sh/*.sh")
+	if err != nil {
+		return err
+	}
+	for _, h := range helpers {
+		b, err := os.ReadFile(h)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(h)), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(testscript.RunMain(leakCheckedM{m}, map[string]func() int{
 		"mcplhost": func() int { return mainCode(os.Args[1:], os.Stdout, os.Stderr) },
@@ -48,7 +69,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("TESTSERVER", bin)
 			e.Setenv("CHANSERVER", chans)
 			e.Setenv("CHATROOM", room) // examples/chatroom: people who post on a script
-			return nil
+			return copyScriptHelpers(e.WorkDir)
 		},
 	})
 }
