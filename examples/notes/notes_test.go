@@ -133,6 +133,19 @@ func checkNotes(t *testing.T, sess *session.Session, h *testHost) {
 	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"notes.inbox"}) {
 		t.Errorf("enabled feature sets = %v, want [notes.inbox]", got)
 	}
+	// What the agent and the host's operator read of the server, as
+	// docs/writing-a-server.md shows it.
+	if got, want := st.Init.Instructions, "Call add_note to keep a note: it is posted in #inbox. What you say in #inbox is kept as a note too."; got != want {
+		t.Errorf("instructions = %q, want %q", got, want)
+	}
+	if fs := st.Advertisement.FeatureSets; len(fs) != 1 || fs[0].Description != "The #inbox channel: every note is posted there, and what the agent says there is kept" {
+		t.Errorf("feature sets = %+v", fs)
+	}
+	var tools protocol.ListToolsResult
+	call(t, sess, protocol.MethodToolsList, nil, &tools)
+	if len(tools.Tools) != 1 || tools.Tools[0].Name != "add_note" || tools.Tools[0].Description != "Keeps a note and posts it in #inbox." {
+		t.Errorf("tools/list = %+v", tools.Tools)
+	}
 
 	// Once the policy is in, #inbox is registered, then the agent greeted.
 	hello := h.next(t)
