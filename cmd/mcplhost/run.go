@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,7 +151,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		defer srv.Close()
-		if ip := net.ParseIP(hostPart(srv.Addr())); ip == nil || !ip.IsLoopback() {
+		if !srv.Loopback() {
 			log.Warn("the status server listens beyond loopback: anyone who can reach it reads the grants, channels and what the agents said", "addr", srv.Addr())
 		}
 		printer{stderr}.linef("mcplhost run: status page at %s", srv.URL())
@@ -163,15 +162,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	return exitOK
-}
-
-// hostPart is addr's host.
-func hostPart(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return h
 }
 
 // runShutdownGrace is how long run lets turns in flight end at a stop.

@@ -149,6 +149,13 @@ func Start(addr string, h Host, g prometheus.Gatherer, log *slog.Logger) (*Serve
 // Addr is the address it listens on (with the port chosen, for port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// Loopback says it listens on a loopback address only: beyond it, anyone
+// who can reach it reads the grants, the channels and what agents said.
+func (s *Server) Loopback() bool {
+	a, ok := s.ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
 // URL is its page's address.
 func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
 

@@ -83,6 +83,9 @@ func TestAPIThroughHost(t *testing.T) {
 // font, and a policy that forbids loading any.
 func TestPageSelfContained(t *testing.T) {
 	r := startRoom(t)
+	if !r.srv.Loopback() {
+		t.Errorf("a status server on %s says it is not on loopback", r.srv.Addr())
+	}
 	resp, err := client.Get(r.srv.URL())
 	if err != nil {
 		t.Fatal(err)
