@@ -1,8 +1,6 @@
 package host
 
 import (
-	"cmp"
-	"slices"
 	"sync"
 	"time"
 
@@ -43,34 +41,19 @@ type ChannelState struct {
 // Channels returns every channel registered now or decided on, by server
 // and id.
 func (h *Host) Channels() []ChannelState {
-	byKey := map[[2]string]*ChannelState{}
-	var out []*ChannelState
-	get := func(server, id string) *ChannelState {
-		k := [2]string{server, id}
-		c := byKey[k]
-		if c == nil {
-			c = &ChannelState{Server: server, ID: id}
-			byKey[k] = c
-			out = append(out, c)
+	snaps := h.channels.Snapshot()
+	out := make([]ChannelState, len(snaps))
+	for i, sn := range snaps {
+		c := ChannelState{Server: sn.Server, ID: sn.Channel}
+		if l := sn.Listed; l != nil {
+			c.Registered, c.Label, c.Type, c.Direction, c.Open = true, l.Label, l.Type, l.Direction, l.Open
 		}
-		return c
+		if d := sn.Decision; d != nil {
+			c.Decision, c.Source, c.DecidedAt = string(d.State), d.Source, d.At
+		}
+		out[i] = c
 	}
-	for _, l := range h.channels.Channels() {
-		c := get(l.ServerID, l.ID)
-		c.Registered, c.Label, c.Type, c.Direction, c.Open = true, l.Label, l.Type, l.Direction, l.Open
-	}
-	for _, d := range h.channels.Decisions() {
-		c := get(d.Server, d.Channel)
-		c.Decision, c.Source, c.DecidedAt = string(d.State), d.Source, d.At
-	}
-	res := make([]ChannelState, len(out))
-	for i, c := range out {
-		res[i] = *c
-	}
-	slices.SortFunc(res, func(a, b ChannelState) int {
-		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.ID, b.ID))
-	})
-	return res
+	return out
 }
 
 // AgentState is a snapshot of one agent.

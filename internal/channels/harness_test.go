@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -389,5 +390,25 @@ func (rg *rig) checkReplay() {
 	}
 	if diff := cmp.Diff(live, rg.replayed()); diff != "" {
 		rg.t.Errorf("replay differs from the live decisions (-live +replay):\n%s", diff)
+	}
+	// Snapshot reads the same registrations and decisions, together.
+	var listed []ListedChannel
+	var decided []Decision
+	for _, sn := range rg.reg.Snapshot() {
+		if sn.Listed != nil {
+			listed = append(listed, *sn.Listed)
+		}
+		if sn.Decision != nil {
+			decided = append(decided, *sn.Decision)
+		}
+		if sn.Listed == nil && sn.Decision == nil {
+			rg.t.Errorf("Snapshot lists %v with neither a registration nor a decision", sn.Key)
+		}
+	}
+	if diff := cmp.Diff(rg.reg.Channels(), listed, cmpopts.EquateEmpty()); diff != "" {
+		rg.t.Errorf("Snapshot's registrations differ from Channels (-Channels +Snapshot):\n%s", diff)
+	}
+	if diff := cmp.Diff(rg.reg.Decisions(), decided, cmpopts.EquateEmpty()); diff != "" {
+		rg.t.Errorf("Snapshot's decisions differ from Decisions (-Decisions +Snapshot):\n%s", diff)
 	}
 }

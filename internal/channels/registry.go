@@ -295,10 +295,49 @@ func (r *Registry) Decisions() []Decision {
 	var out []Decision
 	for _, c := range r.chans {
 		if d := c.decision; d != nil {
-			out = append(out, Decision{Server: d.Server, Channel: d.Channel, State: d.State, Source: d.Source, Seq: d.Seq, At: d.At})
+			out = append(out, decisionOf(d))
 		}
 	}
 	slices.SortFunc(out, func(a, b Decision) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Channel, b.Channel))
+	})
+	return out
+}
+
+func decisionOf(d *store.Record) Decision {
+	return Decision{Server: d.Server, Channel: d.Channel, State: d.State, Source: d.Source, Seq: d.Seq, At: d.At}
+}
+
+// ChannelSnapshot is one channel the registry knows, its registration and
+// its decision read at one moment: Listed while its server has it
+// registered, Decision when one is kept.
+type ChannelSnapshot struct {
+	Key
+	Listed   *ListedChannel
+	Decision *Decision
+}
+
+// Snapshot returns every channel registered now or decided on, by server
+// and channel.
+func (r *Registry) Snapshot() []ChannelSnapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ChannelSnapshot
+	for k, c := range r.chans {
+		s := ChannelSnapshot{Key: k}
+		if c.entry != nil {
+			l := c.listed(k.Server)
+			s.Listed = &l
+		}
+		if c.decision != nil {
+			d := decisionOf(c.decision)
+			s.Decision = &d
+		}
+		if s.Listed != nil || s.Decision != nil {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b ChannelSnapshot) int {
 		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Channel, b.Channel))
 	})
 	return out

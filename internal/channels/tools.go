@@ -121,20 +121,24 @@ func (r *Registry) Channels() []ListedChannel {
 	defer r.mu.Unlock()
 	out := []ListedChannel{}
 	for k, c := range r.chans {
-		if c.entry == nil {
-			continue
+		if c.entry != nil {
+			out = append(out, c.listed(k.Server))
 		}
-		desired := "unknown"
-		if c.decision != nil {
-			desired = string(c.decision.State)
-		}
-		d := c.entry.desc
-		out = append(out, ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: c.confirmed && c.open, Desired: desired, ServerID: k.Server})
 	}
 	slices.SortFunc(out, func(a, b ListedChannel) int {
 		return cmp.Or(cmp.Compare(a.ServerID, b.ServerID), cmp.Compare(a.ID, b.ID))
 	})
 	return out
+}
+
+// listed is a registered channel as channel_list shows it; r.mu is held.
+func (c *chanState) listed(server string) ListedChannel {
+	desired := "unknown"
+	if c.decision != nil {
+		desired = string(c.decision.State)
+	}
+	d := c.entry.desc
+	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: c.confirmed && c.open, Desired: desired, ServerID: server}
 }
 
 func (r *Registry) toolList() protocol.CallToolResult { return ok(r.Channels()) }
