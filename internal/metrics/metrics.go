@@ -130,11 +130,12 @@ func (o serverObserver) observe(direction, method, outcome string, d time.Durati
 	o.m.latency.WithLabelValues(o.id, direction, method).Observe(d.Seconds())
 }
 
-// knownMethods are the request methods counted by name.
-var knownMethods = map[string]bool{}
-
-func init() {
-	for _, m := range []string{
+// knownMethods are the protocol's methods, each counted by its name. Some
+// only ever go out as notifications, which the observer (told of requests
+// only) never sees; they are here so that the list is the protocol's.
+var knownMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range []string{
 		protocol.MethodPing, protocol.MethodInitialize, protocol.MethodToolsList, protocol.MethodToolsCall,
 		protocol.MethodFeatureSetsUpdate, protocol.MethodPushEvent,
 		protocol.MethodChannelsRegister, protocol.MethodChannelsChanged, protocol.MethodChannelsList,
@@ -145,9 +146,10 @@ func init() {
 		protocol.MethodFeatureSetsChanged, protocol.MethodScopeElevate,
 		hooks.MethodBeforeInference, hooks.MethodLifecycle, inference.MethodChunk,
 	} {
-		knownMethods[m] = true
+		m[name] = true
 	}
-}
+	return m
+}()
 
 // MethodLabel is the method as a label value: its name when the protocol
 // has it, else "other".
