@@ -84,8 +84,8 @@ func serve(r io.Reader, w io.Writer, mcpl bool) error {
 
 // The canned answer to tools/call, around the request's id.
 var (
-	callPrefix = []byte(`{"jsonrpc":"2.0","id":`)
-	callSuffix = []byte(`,"result":{"content":[{"type":"text","text":"` + canned.Text + `"}]}}` + "\n")
+	answerPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+	callResult   = []byte(`,"result":{"content":[{"type":"text","text":"` + canned.Text + `"}]}}` + "\n")
 )
 
 // What the fast path looks for.
@@ -113,9 +113,7 @@ func (a answerer) answer(out *bufio.Writer, line []byte) bool {
 		return true
 	}
 	if id, ok := fastToolsCall(body); ok {
-		out.Write(callPrefix)
-		out.Write(id)
-		out.Write(callSuffix)
+		writeAnswer(out, id, callResult)
 		return true
 	}
 	return a.slow(out, body)
@@ -197,9 +195,7 @@ func (a answerer) slow(out *bufio.Writer, body []byte) bool {
 		result = `{"tools":[{"name":"` + canned.Tool + `","description":"Answers every call with the same text.",` +
 			`"inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}]}`
 	case "tools/call":
-		out.Write(callPrefix)
-		out.Write(m.ID)
-		out.Write(callSuffix)
+		writeAnswer(out, m.ID, callResult)
 		return true
 	case "featureSets/update":
 		result = `{"accepted":true}`
@@ -207,13 +203,18 @@ func (a answerer) slow(out *bufio.Writer, body []byte) bool {
 		result = `{}`
 	default:
 		msg, _ := json.Marshal("method not found: " + m.Method)
-		out.WriteString(`{"jsonrpc":"2.0","id":`)
-		out.Write(m.ID)
-		out.WriteString(`,"error":{"code":-32601,"message":` + string(msg) + "}}\n")
+		writeAnswer(out, m.ID, []byte(`,"error":{"code":-32601,"message":`+string(msg)+"}}\n"))
 		return true
 	}
-	out.WriteString(`{"jsonrpc":"2.0","id":`)
-	out.Write(m.ID)
-	out.WriteString(`,"result":` + result + "}\n")
+	writeAnswer(out, m.ID, []byte(`,"result":`+result+"}\n"))
 	return true
+}
+
+// writeAnswer writes a JSON-RPC answer to id: the envelope's start, the
+// id, and rest (the result or error member, the closing brace and the
+// newline).
+func writeAnswer(out *bufio.Writer, id, rest []byte) {
+	out.Write(answerPrefix)
+	out.Write(id)
+	out.Write(rest)
 }
