@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/bench/internal/canned"
 	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -57,6 +58,20 @@ func (s server) argv(name string) []string {
 		a = append(a, "-mcpl")
 	}
 	return a
+}
+
+// checkMCPL says whether a session or host saw what the server was
+// started to be: with -mcpl, an MCPL server whose policy it accepted (the
+// policy exchange ran, as with a real MCPL server); without, a plain MCP
+// server.
+func (s server) checkMCPL(advertised, accepted bool) error {
+	switch {
+	case s.mcpl && !(advertised && accepted):
+		return fmt.Errorf("the echo server was started with -mcpl, but the policy exchange did not end accepted (advertised %v)", advertised)
+	case !s.mcpl && advertised:
+		return errors.New("the echo server was started as plain MCP, but advertised MCPL")
+	}
+	return nil
 }
 
 func (s server) pidFile(name string) string { return filepath.Join(s.pidDir, name+".pid") }
@@ -325,6 +340,11 @@ func startSession(ctx context.Context, srv server) (*sessionClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	st := s.State()
+	if err := srv.checkMCPL(st.Advertisement != nil, st.Policy != nil && st.Policy.Outcome == grant.OutcomeAccepted); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return &sessionClient{s: s, pid: pid}, nil
 }
 
@@ -383,6 +403,11 @@ func startHost(ctx context.Context, srv server) (*hostClient, error) {
 	if !found {
 		c.Close()
 		return nil, fmt.Errorf("the host lists no tool %s: did the server connect?", c.tool)
+	}
+	st, _ := h.Server("echo")
+	if err := srv.checkMCPL(st.Advertisement != nil, st.Policy == grant.OutcomeAccepted); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
