@@ -82,21 +82,16 @@ type ChannelView struct {
 	Registered bool   `json:"registered"`
 	Open       bool   `json:"open"`
 	// Decision is "open", "closed", or "" when none was made.
-	Decision  string     `json:"decision"`
-	Source    string     `json:"source,omitempty"`
-	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	Decision  string    `json:"decision"`
+	Source    string    `json:"source,omitempty"`
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
 }
 
 func channels(in []host.ChannelState) []ChannelView {
 	out := []ChannelView{}
 	for _, c := range in {
-		v := ChannelView{Server: c.Server, ID: c.ID, Label: c.Label, Type: c.Type, Direction: c.Direction,
-			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source}
-		if !c.DecidedAt.IsZero() {
-			at := c.DecidedAt.UTC()
-			v.DecidedAt = &at
-		}
-		out = append(out, v)
+		out = append(out, ChannelView{Server: c.Server, ID: c.ID, Label: c.Label, Type: c.Type, Direction: c.Direction,
+			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source, DecidedAt: utc(c.DecidedAt)})
 	}
 	return out
 }
@@ -109,20 +104,23 @@ type AgentView struct {
 	TokensIn  int64                  `json:"tokensIn"`
 	TokensOut int64                  `json:"tokensOut"`
 	InTurn    bool                   `json:"inTurn"`
-	LastEvent *time.Time             `json:"lastEvent,omitempty"`
+	LastEvent time.Time              `json:"lastEvent,omitzero"`
 	Recent    []host.TranscriptEvent `json:"recent"` // oldest first
 }
 
 func agents(in []host.AgentState, recent int) []AgentView {
 	out := []AgentView{}
 	for _, a := range in {
-		v := AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
-			Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
-		if !a.LastEvent.IsZero() {
-			at := a.LastEvent.UTC()
-			v.LastEvent = &at
-		}
-		out = append(out, v)
+		out = append(out, AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
+			LastEvent: utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)})
 	}
 	return out
+}
+
+// utc is t in UTC, the zero time left zero (so omitzero leaves it out).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }

@@ -57,7 +57,7 @@ func TestAPIThroughHost(t *testing.T) {
 		t.Errorf("channels/open sent: %v before channel_open, %v after; want one more", before, after)
 	}
 	c := r.channel(t, "chatroom:#dev")
-	if !c.Open || c.Decision != "open" || c.Source != "agent-tool" || c.DecidedAt == nil || c.Label != "#dev" {
+	if !c.Open || c.Decision != "open" || c.Source != "agent-tool" || c.DecidedAt.IsZero() || c.Label != "#dev" {
 		t.Errorf("#dev after channel_open: %+v, want open, decided, with its source", c)
 	}
 
