@@ -65,6 +65,7 @@ const scenarioScript = `
 type testHost struct {
 	t          *testing.T
 	implements []string // what the host grants: hostImplements unless set
+	refuse     string   // a channel id channels/register refuses, if set
 	sess       atomic.Pointer[session.Session]
 	up         chan struct{} // closed once sess is set (by Bind, before the connect)
 
@@ -90,6 +91,10 @@ func (h *testHost) handler() wire.Handler {
 		h.mu.Unlock()
 		res := protocol.ChannelResults{Results: []protocol.ChannelResult{}}
 		for _, d := range p.Channels {
+			if d.ID == h.refuse {
+				res.Results = append(res.Results, protocol.ChannelResult{ID: d.ID, Reason: "refused by the test"})
+				continue
+			}
 			res.Results = append(res.Results, protocol.ChannelResult{ID: d.ID, Accepted: true})
 		}
 		return res, nil
@@ -513,6 +518,27 @@ func TestTranscriptFlag(t *testing.T) {
 	if code := run(context.Background(), []string{"-transcript", missing}, &out); code != 1 || !strings.Contains(out.String(), "chatroom: open "+missing) {
 		t.Errorf("-transcript %s: exit %d, %q; want 1 and the error", missing, code, out.String())
 	}
+}
+
+// A channel the room counts open from the start, that the host refuses to
+// register, is not open after all, and its transcript says so.
+func TestRefusedChannelNotOpen(t *testing.T) {
+	posts, err := ParseScript(strings.NewReader("+0s #random carol: hi\n"), Channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranscript()
+	srv := httptest.NewServer(NewRoom(posts, 1, false, tr, quietLog).Server("test"))
+	defer srv.Close()
+	h := newTestHost(t)
+	h.refuse = "chatroom:#general"
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	sess := h.connect(func(ctx context.Context) (transport.Stream, error) {
+		return transport.DialWebSocket(ctx, url, transport.WebSocketOptions{Logger: quietLog})
+	})
+	defer sess.Close()
+	tr.wait(t, "[#general] (open from the start)")
+	tr.wait(t, "[#general] (not open after all: the host did not accept the channel)")
 }
 
 // TestWebSocket serves the room over WebSocket on 127.0.0.1 and runs the
