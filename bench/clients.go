@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,11 +397,7 @@ func startHost(ctx context.Context, srv server) (*hostClient, error) {
 		c.Close()
 		return nil, ctx.Err()
 	}
-	found := false
-	for _, t := range h.Tools() {
-		found = found || t.Name == c.tool
-	}
-	if !found {
+	if !slices.ContainsFunc(h.Tools(), func(t host.Tool) bool { return t.Name == c.tool }) {
 		c.Close()
 		return nil, fmt.Errorf("the host lists no tool %s: did the server connect?", c.tool)
 	}
