@@ -79,13 +79,17 @@ func benchRegistry(b *testing.B, st store.Store) *Registry {
 func BenchmarkDecision(b *testing.B) {
 	st, _ := benchStore(b)
 	reg := benchRegistry(b, st)
-	c := reg.chanOf(Key{"s", "room-1"})
+	k := Key{"s", "room-1"}
 	states := [2]store.State{store.Open, store.Closed}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, _, err := reg.decide(c, states[i%2], SourceAgentTool); err != nil {
-			b.Fatal(err)
+		ok, err := ask(context.Background(), reg, func(m *machine, reply func(bool)) {
+			c := m.chanOf(k)
+			m.whenSettled(c, func() { m.decide(c, states[i%2], SourceAgentTool, reply) })
+		})
+		if err != nil || !ok {
+			b.Fatal("the decision was not recorded", err)
 		}
 		i++
 	}
@@ -204,23 +208,22 @@ func BenchmarkQueue10k(b *testing.B) {
 	}
 	// Registered while the host does not direct the lifecycle: nothing is
 	// queued yet.
-	reg.mu.Lock()
-	reg.servers["s"].conn = &noLifecycle{}
-	reg.mu.Unlock()
+	reg.AddServer("s", &noLifecycle{}, ServerConfig{})
 	reg.Register("s", descs)
 	reg.AddServer("s", &instant{}, ServerConfig{})
-	chans := make([]*chanState, queueChannels)
-	for i := range chans {
-		chans[i] = reg.chanOf(Key{"s", descs[i].ID})
-	}
 	b.ReportAllocs()
 	for b.Loop() {
-		waits := make([]<-chan opResult, len(chans))
-		for i, c := range chans {
-			waits[i] = reg.apply(c, true)
-		}
-		for _, w := range waits {
-			if res := <-w; res.err != nil {
+		// A forced op each: the request goes out even when the channel is
+		// confirmed, so every round sends 10,000.
+		waits := make(chan opResult, len(descs))
+		reg.step(func(m *machine) {
+			for _, d := range descs {
+				c := m.live["s"][d.ID]
+				m.enqueue(c, &op{gen: c.gen, forced: true, waiters: []func(opResult){func(res opResult) { waits <- res }}})
+			}
+		})
+		for range descs {
+			if res := <-waits; res.err != nil {
 				b.Fatal(res.err)
 			}
 		}

@@ -45,9 +45,13 @@ func agentOwn(source string) bool {
 
 // writes is the same-state rule: a decision that records the state already
 // on record writes nothing, unless it is the agent's own and the record
-// isn't.
+// isn't. No record reads as closed/default-closed: a default needs no
+// record.
 func writes(cur *store.Record, state store.State, source string) bool {
-	if cur == nil || cur.State != state {
+	if cur == nil {
+		return state != store.Closed || agentOwn(source)
+	}
+	if cur.State != state {
 		return true
 	}
 	return agentOwn(source) && !agentOwn(cur.Source)
@@ -55,16 +59,14 @@ func writes(cur *store.Record, state store.State, source string) bool {
 
 // liftable reports whether cur may be decided by a registration: nobody
 // decided (no record, or the default).
-func liftable(cur *store.Record) bool {
-	return cur == nil || (cur.State == store.Closed && cur.Source == SourceDefaultClosed)
-}
+func liftable(cur *store.Record) bool { return isDefault(cur) }
 
 // initial is the lift rule: what a sighting of desc, which the
-// subscription policy admits or not, decides over cur. First sighting with
-// no record: initiallyOpen → open/server-bootstrap; else the policy →
-// open/subscription-policy; else closed/default-closed. A default-closed
-// record is lifted the same way; every real decision sticks. ok is false
-// when nothing is to be written.
+// subscription policy admits or not, decides over cur. With no record (or
+// the default): initiallyOpen → open/server-bootstrap; else the policy →
+// open/subscription-policy; else it stays closed by default, which needs
+// no record. Every real decision sticks. ok is false when nothing is to be
+// written.
 func initial(cur *store.Record, desc protocol.ChannelDescriptor, admits bool) (state store.State, source string, ok bool) {
 	if !liftable(cur) {
 		return "", "", false
@@ -74,10 +76,15 @@ func initial(cur *store.Record, desc protocol.ChannelDescriptor, admits bool) (s
 		return store.Open, SourceServerBootstrap, true
 	case admits:
 		return store.Open, SourceSubscriptionPolicy, true
-	case cur == nil:
-		return store.Closed, SourceDefaultClosed, true
 	}
 	return "", "", false
+}
+
+// isDefault reports whether rec says nobody decided: no record, or the
+// default's record (a put-back of the default writes one, so that it
+// supersedes the open it undoes).
+func isDefault(rec *store.Record) bool {
+	return rec == nil || (rec.State == store.Closed && rec.Source == SourceDefaultClosed)
 }
 
 // closeRefusal says why a close with source over cur is refused: "" when

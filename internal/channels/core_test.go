@@ -19,7 +19,10 @@ func TestSameStateRule(t *testing.T) {
 		source string
 		want   bool
 	}{
-		{"no record", nil, store.Closed, SourceDefaultClosed, true},
+		{"no record, the default", nil, store.Closed, SourceDefaultClosed, false},
+		{"no record, a machine close", nil, store.Closed, SourceHousekeeping, false},
+		{"no record, the agent's close", nil, store.Closed, SourceAgentTool, true},
+		{"no record, an open", nil, store.Open, SourceOpenedByDelivery, true},
 		{"other state", rec(store.Closed, SourceDefaultClosed), store.Open, SourceOpenedByDelivery, true},
 		{"same state, machine over machine", rec(store.Closed, SourceDefaultClosed), store.Closed, SourceHousekeeping, false},
 		{"same state, delivery over policy", rec(store.Open, SourceSubscriptionPolicy), store.Open, SourceOpenedByDelivery, false},
@@ -47,7 +50,7 @@ func TestLiftRule(t *testing.T) {
 	}{
 		{"first sighting, initially open", nil, boot, true, "open/server-bootstrap"},
 		{"first sighting, policy", nil, plain, true, "open/subscription-policy"},
-		{"first sighting, nothing", nil, plain, false, "closed/default-closed"},
+		{"first sighting, nothing: the default needs no record", nil, plain, false, ""},
 		{"default lifted by bootstrap", rec(store.Closed, SourceDefaultClosed), boot, false, "open/server-bootstrap"},
 		{"default lifted by policy", rec(store.Closed, SourceDefaultClosed), plain, true, "open/subscription-policy"},
 		{"default stays", rec(store.Closed, SourceDefaultClosed), plain, false, ""},

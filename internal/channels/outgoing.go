@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
 )
 
 // What the host tells a channel's server while an agent works toward
@@ -52,13 +53,10 @@ func (r *Registry) Typing(server, channel string) (stop func(), ok bool) {
 	if srv == nil || !r.typable(srv, k) {
 		return func() {}, false
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if r.isClosing() {
 		return func() {}, false
 	}
 	r.typingWG.Add(1)
-	r.mu.Unlock()
 	ctx, cancel := context.WithCancel(r.ctx)
 	done, started := make(chan struct{}), make(chan struct{})
 	send := func(op string) {
@@ -117,10 +115,13 @@ func (r *Registry) typable(srv *serverState, k Key) bool {
 // openOn reports whether k is registered by srv (still the server's
 // connection) and open: selected open, or confirmed open.
 func (r *Registry) openOn(srv *serverState, k Key) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.chans[k]
-	return r.servers[k.Server] == srv && c != nil && c.entry != nil && (wantOpen(c.decision) || (c.confirmed && c.open))
+	if r.server(k.Server) != srv {
+		return false
+	}
+	r.viewMu.RLock()
+	defer r.viewMu.RUnlock()
+	v := r.views[k]
+	return v != nil && v.registered && ((v.decision != nil && v.decision.State == store.Open) || (v.confirmed && v.open))
 }
 
 // Outgoing streams an agent's speech to the server of the channel it will
@@ -154,10 +155,11 @@ func (r *Registry) streamable(srv *serverState, k Key) bool {
 	if !srv.conn.Has("channels.streaming") || !srv.conn.Has("channels.publish") {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.chans[k]
-	return r.servers[k.Server] == srv && c != nil && c.entry != nil
+	if r.server(k.Server) != srv {
+		return false
+	}
+	_, registered := r.registration(k)
+	return registered
 }
 
 // Chunk sends one delta.

@@ -82,11 +82,11 @@ func (r *Registry) toolPublish(ctx context.Context, a map[string]json.RawMessage
 		}
 		thread = t
 	}
-	c, why := r.resolve(a, textPublishBadChannel)
-	if c == nil {
+	k, why := r.resolve(a, textPublishBadChannel)
+	if why != "" {
 		return fail(why)
 	}
-	out := r.Publish(ctx, c.key.Server, c.key.Channel, thread, content, caller)
+	out := r.Publish(ctx, k.Server, k.Channel, thread, content, caller)
 	if out.Status != Delivered {
 		return fail(out.Text)
 	}
@@ -135,14 +135,8 @@ type publishParams struct {
 // asked; pointing at "": the channel root), opening it first if it is
 // closed.
 func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, content []json.RawMessage, who Caller) PublishOutcome {
-	r.mu.Lock()
-	c := r.chans[Key{server, channel}]
-	var desc protocol.ChannelDescriptor
-	registered := c != nil && c.entry != nil
-	if registered {
-		desc = c.entry.desc
-	}
-	r.mu.Unlock()
+	k := Key{server, channel}
+	desc, registered := r.registration(k)
 	out := PublishOutcome{Server: server, Channel: channel, Label: desc.Label, Status: Failed}
 	place := where(channel, desc.Label, thread)
 	if !registered {
@@ -161,7 +155,7 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 			}
 		}
 	}
-	o := r.openIfClosed(ctx, c, SourceOpenedByDelivery, caller{agent: who.Agent, label: desc.Label})
+	o := r.openIfClosed(ctx, k, SourceOpenedByDelivery, caller{agent: who.Agent, label: desc.Label})
 	out.open = o
 	switch {
 	case o.err != nil && (o.prevented || errors.Is(o.err, errSuperseded)):
@@ -271,26 +265,47 @@ func labelOr(d protocol.ChannelDescriptor) string {
 // arguments'. The lane gives the notice of the open, or of its failure.
 func (r *Registry) AfterToolCall(server, tool string, args json.RawMessage, res protocol.CallToolResult, who Caller) {
 	srv := r.server(server)
-	if srv == nil || !slices.Contains(srv.cfg.SendTools, tool) {
+	if srv == nil || !slices.Contains(srv.cfg.SendTools, tool) || r.isClosing() {
 		return
 	}
 	channel := replyChannel(args, res)
 	if channel == "" {
 		return
 	}
-	r.mu.Lock()
-	c := r.chans[Key{server, channel}]
-	if r.closed || c == nil || c.entry == nil {
-		r.mu.Unlock()
+	desc, registered := r.registration(Key{server, channel})
+	if !registered {
 		return
 	}
-	label := c.entry.desc.Label
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
-		r.openIfClosed(r.ctx, c, SourceOpenedByReply, caller{agent: who.Agent, tool: cmp.Or(who.Tool, tool), label: label})
-	}()
+	who2 := caller{agent: who.Agent, tool: cmp.Or(who.Tool, tool), label: desc.Label}
+	r.step(func(m *machine) {
+		if m.closing {
+			return
+		}
+		m.ensureOpen(Key{server, channel}, SourceOpenedByReply, who2, func(openOutcome) {})
+	})
+}
+
+// openIfClosed makes sure k's channel is open for a delivery or reply,
+// opening it if it is closed, and waits for that or for ctx: the open
+// goes on without a caller that stops waiting, and its lane still tells
+// the agent how it went.
+func (r *Registry) openIfClosed(ctx context.Context, k Key, source string, who caller) openOutcome {
+	o, err := ask(ctx, r, func(m *machine, reply func(openOutcome)) { m.ensureOpen(k, source, who, reply) })
+	if err != nil {
+		return openOutcome{err: err, reason: r.describe(k.Server, err)}
+	}
+	return o
+}
+
+// registration returns k's registered descriptor; ok is false when k is
+// not registered.
+func (r *Registry) registration(k Key) (protocol.ChannelDescriptor, bool) {
+	r.viewMu.RLock()
+	defer r.viewMu.RUnlock()
+	if v := r.views[k]; v != nil && v.registered {
+		return v.desc, true
+	}
+	return protocol.ChannelDescriptor{}, false
 }
 
 // replyChannel finds the channel a send tool posted into.

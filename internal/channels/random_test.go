@@ -169,7 +169,7 @@ func (s *schedule) publish(id string) {
 	if o.err == nil || !o.opening || o.selected == SelectedUnrecorded {
 		return
 	}
-	d := s.rg.reg.decisionOf(s.rg.reg.chanOf(Key{"s", id}))
+	d := s.rg.record(id)
 	if d != nil && d.Seq == o.openSeq {
 		s.mu.Lock()
 		s.broken = append(s.broken, fmt.Sprintf("after a failed open of %s the record is still the open's own (seq %d, %s/%s)", id, d.Seq, d.State, d.Source))
@@ -270,6 +270,11 @@ func (s *schedule) check() string {
 			return fmt.Sprintf("seq %d: a machine's %s/%s replaced the agent's %s/%s on %s", r.Seq, r.State, r.Source, p.State, p.Source, r.Channel)
 		}
 		prev[r.Channel] = r
+	}
+	for ch, r := range prev {
+		if isDefault(&r) {
+			delete(prev, ch) // the default's record: no decision
+		}
 	}
 	live := map[string]string{}
 	for _, d := range s.rg.reg.Decisions() {

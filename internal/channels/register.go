@@ -2,15 +2,11 @@ package channels
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"encoding/json"
-	"fmt"
+	"log/slog"
 	"slices"
 	"unicode/utf8"
 
-	"github.com/mcpl-go/mcpl/internal/content"
-	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -40,6 +36,7 @@ const (
 	reasonTooMany       = "too many channels: this host keeps at most 65536 per server"
 	reasonNotRegistered = "not registered"
 	reasonUpdateUnknown = "not registered — update rejected (§14.5)"
+	reasonShuttingDown  = "this host is shutting down; register the channel again once it is back"
 )
 
 // checkDescriptor says why d is refused ("" when it is not).
@@ -62,10 +59,15 @@ func checkDescriptor(d protocol.ChannelDescriptor) string {
 
 // Register takes a server's channels/register. It returns the itemized
 // results, to be sent as the answer, and start, to be called once the
-// answer is sent: it queues the lifecycle work. start is never nil.
+// answer is sent: it starts the lifecycle work. start is never nil.
 func (r *Registry) Register(server string, descs []protocol.ChannelDescriptor) (protocol.ChannelResults, func()) {
-	results, accepted := r.add(server, descs, nil)
-	return protocol.ChannelResults{Results: results}, r.reconcile(server, accepted)
+	return r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.register(server, descs, nil) }, func() []string {
+		ids := make([]string, len(descs))
+		for i, d := range descs {
+			ids[i] = d.ID
+		}
+		return ids
+	})
 }
 
 // Changed takes a server's channels/changed, as a request or (notify) a
@@ -85,21 +87,80 @@ type changes struct {
 }
 
 func (r *Registry) changed(server string, ch changes, notify bool) (protocol.ChannelResults, func()) {
+	res, start := r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.changed(server, ch) }, func() []string {
+		ids := slices.Clone(ch.removed)
+		for _, d := range slices.Concat(ch.updated, ch.added) {
+			ids = append(ids, d.ID)
+		}
+		return ids
+	})
+	if notify {
+		r.logRefused(server, protocol.MethodChannelsChanged, res.Results)
+	}
+	return res, start
+}
+
+// registerWith steps a registration into the machine and returns its
+// results and its start. Once the registry has stopped, every item is
+// refused, saying so.
+func (r *Registry) registerWith(f func(*machine) ([]protocol.ChannelResult, *registration), ids func() []string) (protocol.ChannelResults, func()) {
 	var results []protocol.ChannelResult
-	r.mu.Lock()
+	var reg *registration
+	if !r.do(func(m *machine) { results, reg = f(m) }) {
+		for _, id := range ids() {
+			results = append(results, protocol.ChannelResult{ID: id, Accepted: false, Reason: reasonShuttingDown})
+		}
+		return protocol.ChannelResults{Results: results}, func() {}
+	}
+	return protocol.ChannelResults{Results: results}, func() { r.step(func(m *machine) { m.answered(reg) }) }
+}
+
+// registration is a registration's work: its channels' lifts, recorded
+// in one durable append, and, once the answer is sent (answered) and the
+// lifts are durable, the notice of what the policy selected and each
+// channel's decision carried out through its lane. A server whose
+// lifecycle this host does not direct owns its channels: nothing is
+// recorded or sent.
+type registration struct {
+	server   string
+	chans    []*chanState
+	retarget []*chanState
+	directs  bool
+	// answered: the caller sent the answer; decided: the lifts are
+	// recorded (ok) or could not be.
+	answered, decided, ok bool
+	admitted              []ChannelRef
+}
+
+// register validates descs and makes the accepted ones live; pre[i], when
+// not "", refuses descs[i] for that reason. It returns the itemized
+// results, to be sent as the answer, and the registration, to be
+// answered once the answer is sent.
+func (m *machine) register(server string, descs []protocol.ChannelDescriptor, pre []string) ([]protocol.ChannelResult, *registration) {
+	results, accepted := m.add(server, descs, pre)
+	reg := &registration{server: server, chans: accepted, directs: m.directs(server)}
+	m.decideLifts(reg)
+	return results, reg
+}
+
+// changed takes a channels/changed: removals, updates and additions, each
+// itemized. A notification that must be partly refused is filtered, since
+// it carries no answer; the caller logs what was refused.
+func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, *registration) {
+	var results []protocol.ChannelResult
 	for i, id := range ch.removed {
 		if bad := at(ch.removedBad, i); bad != "" {
 			results = append(results, protocol.ChannelResult{ID: id, Accepted: false, Reason: bad})
 			continue
 		}
-		c := r.chans[Key{server, id}]
-		if c == nil || c.entry == nil {
+		c := m.live[server][id]
+		if c == nil {
 			results = append(results, protocol.ChannelResult{ID: id, Accepted: false, Reason: reasonNotRegistered})
 			continue
 		}
 		// The live entry goes and its queued work is cancelled; the
 		// decision stays.
-		r.unregisterLocked(c)
+		m.unregister(c)
 		results = append(results, protocol.ChannelResult{ID: id, Accepted: true})
 	}
 	var retarget []*chanState
@@ -112,13 +173,13 @@ func (r *Registry) changed(server string, ch changes, notify bool) (protocol.Cha
 			results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: false, Reason: why})
 			continue
 		}
-		c := r.chans[Key{server, d.ID}]
-		if c == nil || c.entry == nil {
+		c := m.live[server][d.ID]
+		if c == nil {
 			results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: false, Reason: reasonUpdateUnknown})
 			continue
 		}
-		moved := !sameTarget(c.entry.desc, d)
-		c.entry = &entry{desc: d}
+		moved := !sameTarget(c.desc, d)
+		c.desc = d
 		if moved {
 			// A new target invalidates the open confirmation, and the
 			// decision is carried out again; a label change alone does
@@ -127,23 +188,14 @@ func (r *Registry) changed(server string, ch changes, notify bool) (protocol.Cha
 			c.target++
 			retarget = append(retarget, c)
 		}
+		m.touch(c)
 		results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: true})
 	}
-	r.mu.Unlock()
-	added, accepted := r.add(server, ch.added, ch.addedBad)
+	added, accepted := m.add(server, ch.added, ch.addedBad)
 	results = append(results, added...)
-	if notify {
-		r.logRefused(server, protocol.MethodChannelsChanged, results)
-	}
-	start := r.reconcile(server, accepted)
-	return protocol.ChannelResults{Results: results}, func() {
-		start()
-		if r.directsLifecycle(server) {
-			for _, c := range retarget {
-				r.apply(c, false)
-			}
-		}
-	}
+	reg := &registration{server: server, chans: accepted, retarget: retarget, directs: m.directs(server)}
+	m.decideLifts(reg)
+	return results, reg
 }
 
 // at returns l[i], or "" past its end.
@@ -187,18 +239,11 @@ func jsonEqual(a, b json.RawMessage) bool {
 
 // add validates descs and makes the accepted ones live; pre[i], when not
 // "", refuses descs[i] for that reason.
-func (r *Registry) add(server string, descs []protocol.ChannelDescriptor, pre []string) ([]protocol.ChannelResult, []*chanState) {
+func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []string) ([]protocol.ChannelResult, []*chanState) {
 	results := make([]protocol.ChannelResult, 0, len(descs))
 	var accepted []*chanState
 	seen := map[string]bool{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	live := 0
-	for k, c := range r.chans {
-		if k.Server == server && c.entry != nil {
-			live++
-		}
-	}
+	live := m.live[server]
 	for i, d := range descs {
 		why := at(pre, i)
 		if why == "" {
@@ -207,9 +252,8 @@ func (r *Registry) add(server string, descs []protocol.ChannelDescriptor, pre []
 		if why == "" && seen[d.ID] {
 			why = reasonDuplicate
 		}
-		c := r.chans[Key{server, d.ID}]
-		fresh := c == nil || c.entry == nil
-		if why == "" && fresh && live >= MaxChannelsPerServer {
+		c := live[d.ID]
+		if why == "" && c == nil && len(live) >= MaxChannelsPerServer {
 			why = reasonTooMany
 		}
 		if why != "" {
@@ -217,224 +261,112 @@ func (r *Registry) add(server string, descs []protocol.ChannelDescriptor, pre []
 			continue
 		}
 		seen[d.ID] = true
-		c = r.chanLocked(Key{server, d.ID})
-		if fresh {
-			live++
-		} else if !sameTarget(c.entry.desc, d) {
+		if c == nil {
+			c = m.chanOf(Key{server, d.ID})
+			if live == nil {
+				live = map[string]*chanState{}
+				m.live[server] = live
+			}
+			live[d.ID] = c
+			c.registered = true
+		} else if !sameTarget(c.desc, d) {
 			c.confirmed = false
 			c.target++
 		}
-		c.entry = &entry{desc: d}
+		c.desc = d
+		m.touch(c)
 		accepted = append(accepted, c)
 		results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: true})
 	}
 	return results, accepted
 }
 
-// reconcile records the decisions a registration of chans makes (the
-// lift rule) and returns the work to start once the answer is sent: a
-// notice of the channels the subscription policy selected, and each
-// channel's decision carried out through its queue. A server whose
-// lifecycle this host does not direct owns its channels: nothing is
-// recorded or sent.
-func (r *Registry) reconcile(server string, chans []*chanState) func() {
-	srv := r.server(server)
-	if len(chans) == 0 || srv == nil || !srv.conn.Has("channels.lifecycle") {
-		return func() {}
+// decideLifts records the lifts reg's channels call for, once each
+// channel's earlier decisions are durable, in one append.
+func (m *machine) decideLifts(reg *registration) {
+	if len(reg.chans) == 0 || !reg.directs {
+		reg.decided, reg.ok = true, true
+		return
 	}
-	admitted, err := r.recordInitial(srv, chans)
-	if err != nil {
-		// Nothing was decided, so there is nothing to carry out: the
-		// next registration of these channels decides them again.
-		ids := make([]string, len(chans))
-		for i, c := range chans {
-			ids[i] = quoteID(c.key.Channel)
+	waiting := 1
+	ready := func() {
+		if waiting--; waiting > 0 {
+			return
 		}
-		r.log.Error("registered channels left undecided: their decisions could not be recorded, so no lifecycle request is sent until they are registered again", "server", server, "channels", ids, "error", err.Error())
-		return func() {}
+		var recs []store.Record
+		var held []*chanState
+		for _, c := range reg.chans {
+			if !c.registered {
+				continue
+			}
+			state, source, ok := initial(c.decision, c.desc, m.admits(c.key.Server, c.key.Channel))
+			if !ok {
+				continue
+			}
+			recs = append(recs, decisionRec(c, state, source))
+			held = append(held, c)
+			if source == SourceSubscriptionPolicy {
+				reg.admitted = append(reg.admitted, ChannelRef{ID: c.key.Channel, Label: c.desc.Label})
+			}
+		}
+		if len(recs) == 0 {
+			reg.decided, reg.ok = true, true
+			m.startRegistration(reg)
+			return
+		}
+		m.persist(held, recs, func(_ []store.Record, ok bool) {
+			reg.decided, reg.ok = true, ok
+			if !ok {
+				ids := make([]string, len(held))
+				for i, c := range held {
+					ids[i] = quoteID(c.key.Channel)
+				}
+				m.logf(slog.LevelError, "registered channels left undecided: their decisions could not be recorded, so no lifecycle request is sent until they are registered again", "server", reg.server, "channels", ids)
+			}
+			m.startRegistration(reg)
+		})
 	}
-	return func() {
-		if len(admitted) > 0 {
-			r.notify(Notice{Kind: NoticeOpened, Cause: SourceSubscriptionPolicy, Server: server, Channels: admitted})
+	for _, c := range reg.chans {
+		if c.writing > 0 || len(c.settled) > 0 {
+			waiting++
+			m.whenSettled(c, ready)
+		}
+	}
+	ready()
+}
+
+// answered steps in that reg's answer was sent: its work may start.
+func (m *machine) answered(reg *registration) {
+	reg.answered = true
+	m.startRegistration(reg)
+}
+
+// startRegistration starts reg's work once it is answered and decided: the
+// notice of the channels the subscription policy selected, and each
+// channel's decision carried out through its lane. Registered channels
+// whose decisions couldn't be recorded are left undecided: nothing is
+// sent until they are registered again.
+func (m *machine) startRegistration(reg *registration) {
+	if !reg.answered || !reg.decided || reg.chans == nil && reg.retarget == nil {
+		return
+	}
+	chans, retarget := reg.chans, reg.retarget
+	reg.chans, reg.retarget = nil, nil
+	if reg.directs && reg.ok {
+		if len(reg.admitted) > 0 {
+			m.notify(Notice{Kind: NoticeOpened, Cause: SourceSubscriptionPolicy, Server: reg.server, Channels: reg.admitted})
 		}
 		for _, c := range chans {
-			r.apply(c, false)
+			if m.chans[c.key] == c {
+				m.carryOut(c, nil)
+			}
+		}
+	}
+	if m.directs(reg.server) {
+		for _, c := range retarget {
+			if m.chans[c.key] == c {
+				m.carryOut(c, nil)
+			}
 		}
 	}
 }
-
-// recordInitial applies the lift rule to each channel, in one durable
-// append, and returns the channels the subscription policy selected.
-func (r *Registry) recordInitial(srv *serverState, chans []*chanState) ([]ChannelRef, error) {
-	sorted := slices.Clone(chans)
-	slices.SortFunc(sorted, func(a, b *chanState) int { return cmp.Compare(a.key.Channel, b.key.Channel) })
-	for _, c := range sorted {
-		c.decide.Lock()
-	}
-	defer func() {
-		for _, c := range sorted {
-			c.decide.Unlock()
-		}
-	}()
-	var recs []store.Record
-	var admitted []ChannelRef
-	r.mu.Lock()
-	for _, c := range chans {
-		if c.entry == nil {
-			continue
-		}
-		state, source, ok := initial(c.decision, c.entry.desc, srv.admits(c.key.Channel))
-		if !ok {
-			continue
-		}
-		recs = append(recs, store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: state, Source: source})
-		if source == SourceSubscriptionPolicy {
-			admitted = append(admitted, ChannelRef{ID: c.key.Channel, Label: c.entry.desc.Label})
-		}
-	}
-	r.mu.Unlock()
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	if _, err := r.record(recs...); err != nil {
-		return nil, err
-	}
-	return admitted, nil
-}
-
-// ServerList answers the server's channels/list: the channels it has
-// registered.
-func (r *Registry) ServerList(server string) protocol.ChannelsListResult {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := []protocol.ChannelDescriptor{}
-	for k, c := range r.chans {
-		if k.Server == server && c.entry != nil {
-			out = append(out, c.entry.desc)
-		}
-	}
-	slices.SortFunc(out, func(a, b protocol.ChannelDescriptor) int { return cmp.Compare(a.ID, b.ID) })
-	return protocol.ChannelsListResult{Channels: out}
-}
-
-// Incoming takes a server's channels/incoming: each message is validated
-// at receipt against the channel as this server registered it now, and
-// the accepted ones are added to the durable inbox before the answer says
-// so. A message already in the inbox is accepted again and kept once.
-// The caller has checked the channels.incoming grant current at receipt.
-func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMessage) (protocol.ChannelsIncomingResult, error) {
-	return r.receive(server, raw).commit(ctx, r)
-}
-
-// received is a channels/incoming validated at receipt, not yet durable.
-type received struct {
-	server  string
-	results []protocol.IncomingResult
-	msgs    []store.Message
-	at      []int // the index in results of each of msgs
-}
-
-// receive validates each message against the registrations as they are
-// now.
-func (r *Registry) receive(server string, raw []json.RawMessage) *received {
-	in := &received{server: server, results: make([]protocol.IncomingResult, len(raw))}
-	now := r.opts.Now().UTC()
-	for i, m := range raw {
-		var msg struct {
-			ChannelID *string         `json:"channelId"`
-			MessageID *string         `json:"messageId"`
-			ThreadID  *string         `json:"threadId"`
-			Content   json.RawMessage `json:"content"`
-			Tags      json.RawMessage `json:"tags"`
-		}
-		err := json.Unmarshal(m, &msg)
-		switch {
-		case err != nil || msg.ChannelID == nil || msg.MessageID == nil || *msg.ChannelID == "" || *msg.MessageID == "":
-			in.results[i] = protocol.IncomingResult{MessageID: cut(strOr(msg.MessageID)), Reason: "invalid channel/message identity"}
-			continue
-		case len(*msg.ChannelID) > MaxIDBytes || len(*msg.MessageID) > MaxIDBytes:
-			in.results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id is longer than 512 bytes"}
-			continue
-		}
-		in.results[i].MessageID = *msg.MessageID
-		if !r.registered(Key{server, *msg.ChannelID}) {
-			in.results[i].Reason = fmt.Sprintf("unknown channel %q — register it first (§14.5)", cut(*msg.ChannelID))
-			continue
-		}
-		// A message that shows an agent nothing is refused: blocks this
-		// host can't show still count, as their markers say something.
-		if blocks, ok := content.Blocks(msg.Content); !ok || !content.Shows(blocks) {
-			in.results[i].Reason = content.ReasonEmptyContent
-			continue
-		}
-		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
-			Tags: tags(msg.Tags), Body: m, At: now})
-		in.at = append(in.at, i)
-	}
-	return in
-}
-
-// commit makes the accepted messages durable and answers.
-func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsIncomingResult, error) {
-	if len(in.msgs) > 0 {
-		if _, err := r.opts.Store.AddMessages(ctx, in.msgs); err != nil {
-			r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", err.Error())
-			return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
-		}
-	}
-	for _, i := range in.at {
-		in.results[i].Accepted = true
-	}
-	if len(in.msgs) > 0 && r.opts.OnMessages != nil {
-		r.opts.OnMessages()
-	}
-	return protocol.ChannelsIncomingResult{Results: in.results}, nil
-}
-
-// Bounds on a message's tags: more, or longer, are dropped.
-const (
-	MaxTags     = 64
-	MaxTagBytes = 256
-)
-
-// tags reads a message's tags (the strings among them, within bounds; a
-// value that is no array has none) and applies SPEC §16.3's core closure;
-// nil when none. Tags authorize nothing: they say what the message is,
-// for the agent layer's rules.
-func tags(field json.RawMessage) []string {
-	var raw []json.RawMessage
-	if json.Unmarshal(field, &raw) != nil {
-		return nil
-	}
-	var out []string
-	for _, t := range raw {
-		var s string
-		if json.Unmarshal(t, &s) != nil || s == "" || len(s) > MaxTagBytes {
-			continue
-		}
-		if out = append(out, s); len(out) == MaxTags {
-			break
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return content.Close(out)
-}
-
-func (r *Registry) registered(k Key) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.chans[k]
-	return c != nil && c.entry != nil
-}
-
-func strOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// cut bounds an id a server sent before it goes back in a reason.
-func cut(s string) string { return wire.Cut(s, 64) }

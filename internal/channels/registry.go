@@ -1,15 +1,21 @@
 // Package channels keeps the host's channel decisions and carries them out
 // (SPEC §14, RFC-011, seeds/000): the registrations each server makes, the
 // durable decision of every channel (open or closed, and who decided), one
-// serial lifecycle queue per channel that sends channels/open and
+// serial lifecycle lane per channel that sends channels/open and
 // channels/close, the put-back of an incidental open that failed, the
-// durable inbox of channels/incoming, and the channel tools an agent calls.
+// validation of channels/incoming, and the channel tools an agent calls.
 //
-// It is a pure decision core (core.go: the rules, no I/O) and an executor
-// (the Registry): every decision is appended to the store, synced, before
-// it is applied in memory, answered, or told to anyone, and the in-memory
-// decisions are only ever changed by applying a record, so replaying the
-// log at start rebuilds them exactly.
+// It is a pure decision core (core.go: the rules; machine.go, lane.go,
+// open.go, decide.go, register.go: the state machine that applies them,
+// stepped by events, doing no I/O) and an executor around it (the
+// Registry, here): one owner goroutine holds the machine, steps every
+// event into it, and carries out what it returns: appends to the store,
+// requests to the servers, views for readers, notices and answers. Every
+// decision is appended to the store, synced, before it takes effect, is
+// answered, or is told to anyone; the machine's decisions change only when
+// a write completes, so replaying the log at start rebuilds them exactly.
+// The log is compacted as it grows, to a snapshot of the live decisions
+// and the tail since (docs/channels.md).
 package channels
 
 import (
@@ -82,7 +88,7 @@ type Options struct {
 	Describe func(server string, err error) string
 	// OnNotice receives what the agent layer tells agents (channels opened
 	// by policy, delivery or reply; a reply's failed open). It is called
-	// from the registry's goroutines and must not block.
+	// from the registry's owner goroutine and must not block.
 	OnNotice func(Notice)
 	// OnMessages, if set, is called after inbound messages were added to
 	// the inbox (the agent layer reads them from there). It must not
@@ -96,20 +102,39 @@ type Options struct {
 // or target that changed while it was out.
 const MaxAttempts = 5
 
-// Registry is the host's channels.
+// Registry is the host's channels: the executor that owns the decision
+// core.
 type Registry struct {
 	opts   Options
 	log    *slog.Logger
 	limits *lograte.Limiter // typing and streaming failures
 
-	mu      sync.Mutex
-	closed  bool
-	servers map[string]*serverState
-	chans   map[Key]*chanState
+	// events are stepped into the machine by the owner, in order.
+	events  chan func(*machine)
+	stopped chan struct{} // closed once the owner has stopped
+	m       *machine      // the owner's alone
 
-	ctx      context.Context // ends at Close: every lifecycle request ends with it
+	// The servers' connections and settings, for the executor's I/O and
+	// for the grant the machine reads.
+	connMu sync.RWMutex
+	conns  map[string]*serverState
+
+	// views is what readers see of each channel, published by the owner
+	// after each step.
+	viewMu sync.RWMutex
+	views  map[Key]*view
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed as Close begins: no new background work
+	idle      []chan struct{}
+	bgMu      sync.Mutex // orders bg.Add before Close's bg.Wait
+	bgClosed  bool
+
+	ctx      context.Context // ends at Close's drain: every lifecycle request ends with it
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // lanes and background work
+	io       sync.WaitGroup // lifecycle requests and compactions out
+	appendWG sync.WaitGroup // the append out (a wedged store may hold it past Close)
+	bg       sync.WaitGroup // acknowledgments, inbox writes
 	typingWG sync.WaitGroup // typing repeats: Close ends them, not waits for them
 }
 
@@ -117,30 +142,6 @@ type serverState struct {
 	id   string
 	conn Conn
 	cfg  ServerConfig
-}
-
-// chanState is everything the registry knows of one channel.
-type chanState struct {
-	key Key
-	// decide serializes decisions on the channel: a decision is read,
-	// appended and applied under it. It is taken before Registry.mu,
-	// never after, and never held while waiting on the lane.
-	decide sync.Mutex
-
-	// Under Registry.mu:
-	decision *store.Record // the current decision; nil when none
-	entry    *entry        // the live registration; nil when not registered
-	removals int           // registrations removed so far: queued work from before is cancelled
-	target   int           // bumped when the entry's target (type, address) changes
-	// confirmed says the last lifecycle request for the current entry's
-	// target settled, and open what it settled to.
-	confirmed, open bool
-	lane            lane
-}
-
-// entry is a live registration.
-type entry struct {
-	desc protocol.ChannelDescriptor
 }
 
 // New returns a registry whose decisions are those the store's log
@@ -155,10 +156,13 @@ func New(opts Options) (*Registry, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Registry{opts: opts, log: opts.Logger, limits: lograte.New(opts.Logger, ""), servers: map[string]*serverState{}, chans: map[Key]*chanState{}}
+	r := &Registry{opts: opts, log: opts.Logger, limits: lograte.New(opts.Logger, ""),
+		events: make(chan func(*machine), 256), stopped: make(chan struct{}), closing: make(chan struct{}),
+		conns: map[string]*serverState{}, views: map[Key]*view{}}
+	r.m = newMachine(r.has, r.describe)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	err := opts.Store.Replay(context.Background(), func(rec store.Record) error {
-		r.applyLocked(rec)
+		r.m.replay(rec)
 		return nil
 	})
 	if err != nil {
@@ -166,7 +170,194 @@ func New(opts Options) (*Registry, error) {
 		r.limits.Close()
 		return nil, fmt.Errorf("channels: replaying the decision log: %w", err)
 	}
+	r.carry(r.m.ready())
+	go r.own()
 	return r, nil
+}
+
+// own is the owner goroutine: it steps each event into the machine and
+// carries out what the machine returns.
+func (r *Registry) own() {
+	defer close(r.stopped)
+	for f := range r.events {
+		if f == nil {
+			return
+		}
+		f(r.m)
+		r.carry(r.m.ready())
+		if len(r.idle) > 0 && r.m.idle() {
+			for _, ch := range r.idle {
+				close(ch)
+			}
+			r.idle = nil
+		}
+	}
+}
+
+// step hands f to the owner; false once the owner has stopped.
+func (r *Registry) step(f func(*machine)) bool {
+	select {
+	case <-r.stopped:
+		return false
+	default:
+	}
+	select {
+	case r.events <- f:
+		return true
+	case <-r.stopped:
+		return false
+	}
+}
+
+// do runs f on the owner and waits for it; false once the owner has
+// stopped.
+func (r *Registry) do(f func(*machine)) bool {
+	ran := make(chan struct{})
+	if !r.step(func(m *machine) { f(m); close(ran) }) {
+		return false
+	}
+	select {
+	case <-ran:
+		return true
+	case <-r.stopped:
+		return false
+	}
+}
+
+// ask runs f on the owner, which answers through its reply, and waits for
+// the answer or for ctx; ok is false when the owner stopped or ctx ended
+// first.
+func ask[T any](ctx context.Context, r *Registry, f func(m *machine, reply func(T))) (v T, err error) {
+	ch := make(chan T, 1)
+	if !r.step(func(m *machine) {
+		f(m, func(v T) { m.reply(func() { ch <- v }) })
+	}) {
+		return v, errClosing
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		return v, ctx.Err()
+	case <-r.stopped:
+		// The owner may have answered just before it stopped.
+		select {
+		case v := <-ch:
+			return v, nil
+		default:
+			return v, errClosing
+		}
+	}
+}
+
+// carry carries out what the machine asked for, in Ready's order.
+func (r *Registry) carry(rd Ready) {
+	if len(rd.Views) > 0 {
+		r.viewMu.Lock()
+		for _, v := range rd.Views {
+			if v.v == nil {
+				delete(r.views, v.key)
+			} else {
+				r.views[v.key] = v.v
+			}
+		}
+		r.viewMu.Unlock()
+	}
+	for _, s := range rd.Sends {
+		r.io.Add(1)
+		go r.send(s)
+	}
+	if p := rd.Persist; p != nil {
+		now := r.opts.Now().UTC()
+		for i := range p.recs {
+			if p.recs[i].At.IsZero() {
+				p.recs[i].At = now
+			}
+		}
+		r.appendWG.Add(1)
+		go r.append(p)
+	}
+	if c := rd.Compact; c != nil {
+		r.io.Add(1)
+		go r.compact(c)
+	}
+	for _, l := range rd.Logs {
+		r.log.Log(context.Background(), l.level, l.msg, l.attrs...)
+	}
+	if r.opts.OnNotice != nil {
+		for _, n := range rd.Notices {
+			r.opts.OnNotice(n)
+		}
+	}
+	for _, fn := range rd.Replies {
+		fn()
+	}
+}
+
+// append makes a batch durable and steps its end back in. Not r.ctx: a
+// put-back at shutdown is still recorded.
+func (r *Registry) append(p *persistOut) {
+	defer r.appendWG.Done()
+	recs, err := r.opts.Store.Append(context.Background(), p.recs...)
+	r.step(func(m *machine) { m.persisted(p.id, recs, err) })
+}
+
+// compact compacts the log to c's snapshot and the tail since, and steps
+// its end back in.
+func (r *Registry) compact(c *compactOut) {
+	defer r.io.Done()
+	dropped, err := 0, errors.New("this store does not compact")
+	if cs, ok := r.opts.Store.(interface {
+		Compact(context.Context, int64, []int64) (int, error)
+	}); ok {
+		dropped, err = cs.Compact(r.ctx, c.through, c.keep)
+	}
+	r.step(func(m *machine) { m.compacted(dropped, err) })
+}
+
+// send sends channels/open or channels/close for s, under the server's
+// lifecycle deadline, which holds even when requestTimeout is 0, and steps
+// the answer back in.
+func (r *Registry) send(s sendOut) {
+	defer r.io.Done()
+	srv := r.server(s.key.Server)
+	var answer []byte
+	var err error
+	switch {
+	case srv == nil:
+		err = &lifecycleError{text: textServerNotFound(s.key.Server), kind: kindNoServer}
+	case s.open:
+		p := openParams{ChannelID: s.desc.ID, Type: s.desc.Type, Address: s.desc.Address, History: s.history}
+		var a rawAnswer
+		err = srv.conn.Call(r.ctx, protocol.MethodChannelsOpen, p, &a, srv.cfg.Timeout)
+		answer = a
+	default:
+		var a rawAnswer
+		err = srv.conn.Call(r.ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: s.desc.ID}, &a, srv.cfg.Timeout)
+		answer = a
+	}
+	r.step(func(m *machine) { m.response(s.key, s.op, answer, err) })
+}
+
+// rawAnswer keeps a request's answer as it came.
+type rawAnswer []byte
+
+func (a *rawAnswer) UnmarshalJSON(b []byte) error {
+	*a = append((*a)[:0], b...)
+	return nil
+}
+
+// has reports whether capability is in server's grant now (the machine
+// reads it through this).
+func (r *Registry) has(server, capability string) bool {
+	s := r.server(server)
+	return s != nil && s.conn.Has(capability)
+}
+
+func (r *Registry) server(id string) *serverState {
+	r.connMu.RLock()
+	defer r.connMu.RUnlock()
+	return r.conns[id]
 }
 
 // DrainTimeout bounds how long Close lets lifecycle work in flight finish
@@ -174,108 +365,86 @@ func New(opts Options) (*Registry, error) {
 // it.
 const DrainTimeout = 5 * time.Second
 
+// AbandonTimeout bounds how long Close then waits for the cancelled work
+// to end: what is still out after it (a write a wedged store holds) is
+// abandoned, and the log says what.
+const AbandonTimeout = 2 * time.Second
+
 // Close stops new lifecycle work, lets the work in flight finish for up to
-// DrainTimeout, cancels what is left, and waits for the registry's
-// goroutines. The store is the caller's to close.
+// DrainTimeout, cancels what is left and waits for it for up to
+// AbandonTimeout; what is still out then is abandoned, with an error log
+// saying what. It returns within DrainTimeout + AbandonTimeout whatever
+// the store and the servers do. The store is the caller's to close.
 func (r *Registry) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	drained := make(chan struct{})
-	go func() {
-		r.wg.Wait()
-		close(drained)
-	}()
-	t := time.NewTimer(DrainTimeout)
+	r.closeOnce.Do(func() {
+		close(r.closing)
+		r.bgMu.Lock()
+		r.bgClosed = true
+		r.bgMu.Unlock()
+		r.step(func(m *machine) { m.close() })
+		drained := r.waitIdle(DrainTimeout)
+		r.cancel()
+		if !drained && !r.waitIdle(AbandonTimeout) {
+			var records, requests int
+			r.do(func(m *machine) { records, requests = m.abandoned() })
+			r.log.Error("channel registry closed with lifecycle work abandoned: the store or a server did not answer in time",
+				"decisions_unrecorded", records, "requests_unanswered", requests)
+		}
+		r.step(nil)
+		<-r.stopped
+		r.io.Wait()
+		r.bg.Wait()
+		r.typingWG.Wait()
+		r.limits.Close()
+	})
+}
+
+// waitIdle waits up to d for the machine to have nothing out.
+func (r *Registry) waitIdle(d time.Duration) bool {
+	ch := make(chan struct{})
+	if !r.step(func(m *machine) {
+		if m.idle() {
+			close(ch)
+			return
+		}
+		r.idle = append(r.idle, ch)
+	}) {
+		return true
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-drained:
+	case <-ch:
+		return true
 	case <-t.C:
+		return false
 	}
-	r.cancel()
-	<-drained
-	r.typingWG.Wait()
-	r.limits.Close()
 }
 
-// chanLocked returns key's state, made if missing.
-func (r *Registry) chanLocked(key Key) *chanState {
-	c := r.chans[key]
-	if c == nil {
-		c = &chanState{key: key}
-		r.chans[key] = c
+// isClosing reports whether Close has begun.
+func (r *Registry) isClosing() bool {
+	select {
+	case <-r.closing:
+		return true
+	default:
+		return false
 	}
-	return c
 }
 
-func (r *Registry) chanOf(key Key) *chanState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.chanLocked(key)
-}
-
-// applyLocked applies one log record to the in-memory state: the only
-// way a decision changes, at replay and after each append alike.
-func (r *Registry) applyLocked(rec store.Record) {
-	if rec.Kind != store.KindDecision {
-		return
+// goBackground runs f on a goroutine Close waits for, unless Close has
+// begun; it reports whether it did.
+func (r *Registry) goBackground(f func()) bool {
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.bgClosed {
+		return false
 	}
-	c := r.chanLocked(keyOf(rec))
-	c.decision = &rec
-}
-
-// record appends recs durably and applies them. The caller holds the
-// channel's decide lock.
-func (r *Registry) record(recs ...store.Record) ([]store.Record, error) {
-	for i := range recs {
-		if recs[i].At.IsZero() {
-			recs[i].At = r.opts.Now().UTC()
-		}
-	}
-	// Not r.ctx: a put-back at shutdown is still recorded.
-	done, err := r.opts.Store.Append(context.Background(), recs...)
-	if err != nil {
-		r.log.Error("a channel decision could not be recorded", "server", recs[0].Server, "channel", recs[0].Channel, "error", err.Error())
-		return nil, err
-	}
-	r.mu.Lock()
-	for _, rec := range done {
-		r.applyLocked(rec)
-	}
-	r.mu.Unlock()
-	return done, nil
-}
-
-// decision is a channel's decision now (nil when none); the caller's own.
-func (r *Registry) decisionOf(c *chanState) *store.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.decision == nil {
-		return nil
-	}
-	d := *c.decision
-	return &d
-}
-
-// decide records (state, source) on the channel under its decide lock,
-// per the same-state rule. It returns the record written (nil when the
-// rule wrote nothing) and the decision it replaced.
-func (r *Registry) decide(c *chanState, state store.State, source string) (written, replaced *store.Record, err error) {
-	c.decide.Lock()
-	defer c.decide.Unlock()
-	return r.decideLocked(c, state, source)
-}
-
-func (r *Registry) decideLocked(c *chanState, state store.State, source string) (written, replaced *store.Record, err error) {
-	replaced = r.decisionOf(c)
-	if !writes(replaced, state, source) {
-		return nil, replaced, nil
-	}
-	done, err := r.record(store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: state, Source: source})
-	if err != nil {
-		return nil, replaced, err
-	}
-	return &done[0], replaced, nil
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		f()
+	}()
+	return true
 }
 
 // Decision is one channel's current decision.
@@ -287,30 +456,39 @@ type Decision struct {
 	At              time.Time
 }
 
-// Decisions returns every channel's current decision, by server and
-// channel.
+func decisionOf(d *store.Record) Decision {
+	return Decision{Server: d.Server, Channel: d.Channel, State: d.State, Source: d.Source, Seq: d.Seq, At: d.At}
+}
+
+// defaultDecision is what a registered channel with no decision on record
+// reads as, on a server whose lifecycle the host directs: closed, by
+// nobody's decision.
+func defaultDecision(k Key) Decision {
+	return Decision{Server: k.Server, Channel: k.Channel, State: store.Closed, Source: SourceDefaultClosed}
+}
+
+// Decisions returns every channel's current durable decision, by server
+// and channel. A channel closed by default has none.
 func (r *Registry) Decisions() []Decision {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.viewMu.RLock()
 	var out []Decision
-	for _, c := range r.chans {
-		if d := c.decision; d != nil {
-			out = append(out, decisionOf(d))
+	for _, v := range r.views {
+		if v.decision != nil {
+			out = append(out, *v.decision)
 		}
 	}
+	r.viewMu.RUnlock()
 	slices.SortFunc(out, func(a, b Decision) int {
 		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Channel, b.Channel))
 	})
 	return out
 }
 
-func decisionOf(d *store.Record) Decision {
-	return Decision{Server: d.Server, Channel: d.Channel, State: d.State, Source: d.Source, Seq: d.Seq, At: d.At}
-}
-
 // ChannelSnapshot is one channel the registry knows, its registration and
 // its decision read at one moment: Listed while its server has it
-// registered, Decision when one is kept.
+// registered, Decision when one is kept (or, for a registered channel of a
+// server whose lifecycle the host directs, closed/default-closed: nobody
+// decided).
 type ChannelSnapshot struct {
 	Key
 	Listed   *ListedChannel
@@ -320,21 +498,22 @@ type ChannelSnapshot struct {
 // Snapshot returns every channel registered now or decided on, by server
 // and channel.
 func (r *Registry) Snapshot() []ChannelSnapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.viewMu.RLock()
 	var out []ChannelSnapshot
-	for k, c := range r.chans {
-		s := ChannelSnapshot{Key: k}
-		if c.entry != nil {
-			l := c.listed(k.Server)
+	for k, v := range r.views {
+		s := ChannelSnapshot{Key: k, Decision: v.decision}
+		if v.registered {
+			l := v.listed(k.Server)
 			s.Listed = &l
 		}
-		if c.decision != nil {
-			d := decisionOf(c.decision)
+		out = append(out, s)
+	}
+	r.viewMu.RUnlock()
+	for i := range out {
+		if s := &out[i]; s.Decision == nil && s.Listed != nil && r.has(s.Server, "channels.lifecycle") {
+			d := defaultDecision(s.Key)
 			s.Decision = &d
-		}
-		if s.Listed != nil || s.Decision != nil {
-			out = append(out, s)
+			s.Listed.Desired = string(store.Closed)
 		}
 	}
 	slices.SortFunc(out, func(a, b ChannelSnapshot) int {
@@ -350,47 +529,29 @@ func (r *Registry) AddServer(id string, conn Conn, cfg ServerConfig) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.servers[id] = &serverState{id: id, conn: conn, cfg: cfg}
+	r.connMu.Lock()
+	r.conns[id] = &serverState{id: id, conn: conn, cfg: cfg}
+	r.connMu.Unlock()
+	r.do(func(m *machine) { m.addServer(id, cfg) })
 }
 
 // Disconnected drops a server's live registrations (its channels are gone
 // until it registers them again) and cancels their queued lifecycle work;
 // its decisions stay. With remove set the server itself is forgotten too.
 func (r *Registry) Disconnected(id string, remove bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for key, c := range r.chans {
-		if key.Server == id && c.entry != nil {
-			r.unregisterLocked(c)
-		}
-	}
+	r.do(func(m *machine) { m.disconnected(id, remove) })
 	if remove {
-		delete(r.servers, id)
+		r.connMu.Lock()
+		delete(r.conns, id)
+		r.connMu.Unlock()
 	}
-}
-
-func (r *Registry) unregisterLocked(c *chanState) {
-	c.entry = nil
-	c.confirmed, c.open = false, false
-	c.removals++
 }
 
 // directsLifecycle reports whether the host sends server's channels/open
 // and channels/close: the server is here and channels.lifecycle is
 // granted. Without it the server owns its channels.
 func (r *Registry) directsLifecycle(server string) bool {
-	r.mu.Lock()
-	s := r.servers[server]
-	r.mu.Unlock()
-	return s != nil && s.conn.Has("channels.lifecycle")
-}
-
-func (r *Registry) server(id string) *serverState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.servers[id]
+	return r.has(server, "channels.lifecycle")
 }
 
 // describe is what an agent reads of a lifecycle failure on server's

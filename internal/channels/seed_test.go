@@ -333,8 +333,13 @@ func TestReplyIntoGoneServerRecordsNothing(t *testing.T) {
 		rg.reply("c")
 		synctest.Wait()
 		rg.srv.none()
-		if got := rg.decision("c"); got != "closed/default-closed" {
+		// Nothing decided, nothing registered: the registry keeps
+		// nothing of it.
+		if got := rg.decision("c"); got != "none" {
 			t.Errorf("decision = %s", got)
+		}
+		if n := len(logRecords(t, rg)); n != 0 {
+			t.Errorf("the log has %d records", n)
 		}
 	})
 }

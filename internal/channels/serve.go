@@ -23,11 +23,17 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 			return nil, invalidParams(req.Method, "params must be an object with a channels array"), true
 		}
 		descs, pre := decodeDescriptors(p.Channels)
-		results, accepted := r.add(server, descs, pre)
+		results, start := r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.register(server, descs, pre) }, func() []string {
+			ids := make([]string, len(descs))
+			for i, d := range descs {
+				ids[i] = d.ID
+			}
+			return ids
+		})
 		if req.IsNotification() {
-			r.logRefused(server, req.Method, results)
+			r.logRefused(server, req.Method, results.Results)
 		}
-		return r.answerThenStart(req, protocol.ChannelResults{Results: results}, r.reconcile(server, accepted)), nil, true
+		return r.answerThenStart(req, results, start), nil, true
 	case protocol.MethodChannelsChanged:
 		var p struct {
 			Added   []json.RawMessage `json:"added"`
@@ -70,17 +76,7 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		// what a flood can hold.
 		in := r.receive(server, p.Messages)
 		release, reply := req.Hold(), req.Defer()
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			release()
-			reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
-			return nil, nil, true
-		}
-		r.wg.Add(1)
-		r.mu.Unlock()
-		go func() {
-			defer r.wg.Done()
+		if !r.goBackground(func() {
 			defer release()
 			res, err := in.commit(ctx, r)
 			if err != nil {
@@ -88,7 +84,10 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 				return
 			}
 			reply(res, nil)
-		}()
+		}) {
+			release()
+			reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
+		}
 		return nil, nil, true
 	}
 	return nil, nil, false

@@ -87,6 +87,16 @@ func textCloseUnrecorded(id string) string {
 	return fmt.Sprintf("Failed to close channel: this host couldn't record your decision to close %s, so nothing changed and no close was sent. Try again later.", id)
 }
 
+// textDeclineUnknown: the host stopped, or the caller stopped waiting,
+// before it could say whether the decline's decision was recorded.
+func textDeclineUnknown(id string) string {
+	return fmt.Sprintf("Failed to decline channel: this host stopped before it could say whether your decision to stay out of %s was recorded. channel_list shows what is decided.", id)
+}
+
+// textOpenUnrecordedReason: an incidental open whose decision couldn't be
+// recorded.
+const textOpenUnrecordedReason = "this host couldn't record opening the channel, so nothing changed and no open was sent"
+
 func textDeclineUnrecorded(id string) string {
 	return fmt.Sprintf("Failed to decline channel: this host couldn't record your decision to stay out of %s, so nothing changed. Try again later.", id)
 }

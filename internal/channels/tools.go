@@ -117,12 +117,17 @@ type ListedChannel struct {
 
 // Channels returns the registered channels, as channel_list shows them.
 func (r *Registry) Channels() []ListedChannel {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.viewMu.RLock()
 	out := []ListedChannel{}
-	for k, c := range r.chans {
-		if c.entry != nil {
-			out = append(out, c.listed(k.Server))
+	for k, v := range r.views {
+		if v.registered {
+			out = append(out, v.listed(k.Server))
+		}
+	}
+	r.viewMu.RUnlock()
+	for i := range out {
+		if out[i].Desired == "unknown" && r.directsLifecycle(out[i].ServerID) {
+			out[i].Desired = string(store.Closed)
 		}
 	}
 	slices.SortFunc(out, func(a, b ListedChannel) int {
@@ -131,52 +136,63 @@ func (r *Registry) Channels() []ListedChannel {
 	return out
 }
 
-// listed is a registered channel as channel_list shows it; r.mu is held.
-func (c *chanState) listed(server string) ListedChannel {
+// listed is a registered channel as channel_list shows it: "unknown" when
+// nothing is decided (the caller says "closed" where the host directs the
+// server's lifecycle: closed by default).
+func (v *view) listed(server string) ListedChannel {
 	desired := "unknown"
-	if c.decision != nil {
-		desired = string(c.decision.State)
+	if v.decision != nil {
+		desired = string(v.decision.State)
 	}
-	d := c.entry.desc
-	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: c.confirmed && c.open, Desired: desired, ServerID: server}
+	d := v.desc
+	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: v.confirmed && v.open, Desired: desired, ServerID: server}
 }
 
 func (r *Registry) toolList() protocol.CallToolResult { return ok(r.Channels()) }
 
-// resolve finds the registered channel an agent names; missing is the
-// text for a channelId that names none.
-func (r *Registry) resolve(a map[string]json.RawMessage, missing string) (*chanState, string) {
+// resolve finds the registered channel an agent names: by server and id,
+// or by id alone when only one server has it; missing is the text for a
+// channelId that names none.
+func (r *Registry) resolve(a map[string]json.RawMessage, missing string) (Key, string) {
 	id, present, good := str(a, "channelId")
 	if !present || !good || id == "" {
-		return nil, missing
+		return Key{}, missing
 	}
 	server, _, good := str(a, "serverId")
 	if !good {
-		return nil, textBadServerID
+		return Key{}, textBadServerID
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.viewMu.RLock()
+	defer r.viewMu.RUnlock()
 	if server != "" {
-		c := r.chans[Key{server, id}]
-		if c == nil || c.entry == nil {
-			return nil, textChannelNotFoundOn(id, server)
+		if v := r.views[Key{server, id}]; v == nil || !v.registered {
+			return Key{}, textChannelNotFoundOn(id, server)
 		}
-		return c, ""
+		return Key{server, id}, ""
 	}
-	var found *chanState
-	for k, c := range r.chans {
-		if k.Channel != id || c.entry == nil {
+	var found Key
+	for k, v := range r.views {
+		if k.Channel != id || !v.registered {
 			continue
 		}
-		if found != nil {
-			return nil, textAmbiguous(id)
+		if found != (Key{}) {
+			return Key{}, textAmbiguous(id)
 		}
-		found = c
+		found = k
 	}
-	if found == nil {
-		return nil, textChannelNotFound(id)
+	if found == (Key{}) {
+		return Key{}, textChannelNotFound(id)
 	}
 	return found, ""
+}
+
+// liveChan is k's state in m while k is registered; missing, else, is the
+// text for a channel that went between the caller's look and the step.
+func liveChan(m *machine, k Key) (*chanState, string) {
+	if c := m.live[k.Server][k.Channel]; c != nil {
+		return c, ""
+	}
+	return nil, textChannelNotFound(k.Channel)
 }
 
 // history reads channel_open's backscroll request.
@@ -194,126 +210,119 @@ func history(a map[string]json.RawMessage) json.RawMessage {
 }
 
 func (r *Registry) toolOpen(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a, textNeedChannelID)
-	if c == nil {
+	k, why := r.resolve(a, textNeedChannelID)
+	if why != "" {
 		return fail(why)
 	}
 	hist := history(a)
-	c.decide.Lock()
-	cur := r.decisionOf(c)
-	r.mu.Lock()
-	already := wantOpen(cur) && c.confirmed && c.open && !c.busyLocked() && hist == nil
-	r.mu.Unlock()
-	_, _, err := r.decideLocked(c, store.Open, SourceAgentTool)
-	c.decide.Unlock()
-	switch {
-	case err != nil && already:
-		return fail(textAlreadyOpenUnrecorded(c.key.Channel))
-	case err != nil:
-		return fail(textOpenUnrecorded(c.key.Channel))
-	case already:
-		return ok(map[string]string{"channelId": c.key.Channel, "status": "already open"})
-	}
-	ch := make(chan opResult, 1)
-	r.mu.Lock()
-	r.enqueueLocked(c, &op{gen: c.removals, history: hist, waiters: []chan opResult{ch}})
-	r.mu.Unlock()
-	res, werr := wait(ctx, ch)
-	if werr != nil {
-		res.err = werr
+	out, err := ask(ctx, r, func(m *machine, reply func(toolOutcome)) {
+		c, missing := liveChan(m, k)
+		if c == nil {
+			reply(toolOutcome{missing: missing})
+			return
+		}
+		m.openTool(c, hist, reply)
+	})
+	if err != nil {
+		out.res.err = err
 	}
 	var le *lifecycleError
 	switch {
-	case errors.As(res.err, &le) && le.kind == kindNoGrant:
-		return fail(textOpenNoLifecycle(c.key.Server))
-	case res.err != nil:
+	case out.missing != "":
+		return fail(out.missing)
+	case out.unrecorded && out.already:
+		return fail(textAlreadyOpenUnrecorded(k.Channel))
+	case out.unrecorded:
+		return fail(textOpenUnrecorded(k.Channel))
+	case out.already:
+		return ok(map[string]string{"channelId": k.Channel, "status": "already open"})
+	case errors.As(out.res.err, &le) && le.kind == kindNoGrant:
+		return fail(textOpenNoLifecycle(k.Server))
+	case out.res.err != nil:
 		// Its registration gone too, the decision stays: the server's
 		// next registration of the channel carries it out.
-		return fail(textOpenFailed(r.describe(c.key.Server, res.err)))
-	case !res.open:
+		return fail(textOpenFailed(r.describe(k.Server, out.res.err)))
+	case !out.res.open:
 		return fail(textOpenSuperseded)
 	}
-	out := map[string]any{"channelId": c.key.Channel, "status": "opened"}
+	res := map[string]any{"channelId": k.Channel, "status": "opened"}
 	var ans struct {
 		History json.RawMessage `json:"history"`
 	}
-	if json.Unmarshal(res.answer, &ans) == nil && len(ans.History) > 0 && string(ans.History) != "null" {
-		out["history"] = ans.History
+	if json.Unmarshal(out.res.answer, &ans) == nil && len(ans.History) > 0 && string(ans.History) != "null" {
+		res["history"] = ans.History
 	}
-	return ok(out)
+	return ok(res)
 }
 
 func (r *Registry) toolClose(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a, textNeedChannelID)
-	if c == nil {
+	k, why := r.resolve(a, textNeedChannelID)
+	if why != "" {
 		return fail(why)
 	}
-	return r.closeChannel(ctx, c, SourceAgentTool, false)
+	return r.closeChannel(ctx, k, SourceAgentTool, false, liveChan)
 }
 
 // MachineClose closes a channel for a module of the host (source
-// SourceSubscriptionGC or SourceHousekeeping). A channel the agent opened
-// with channel_open is refused unless override is set.
+// SourceSubscriptionGC or SourceHousekeeping): one the registry knows,
+// registered or only decided. A channel the agent opened with
+// channel_open is refused unless override is set.
 func (r *Registry) MachineClose(ctx context.Context, server, channel, source string, override bool) protocol.CallToolResult {
-	r.mu.Lock()
-	c := r.chans[Key{server, channel}]
-	r.mu.Unlock()
-	if c == nil {
-		return fail(textChannelNotFoundOn(channel, server))
-	}
-	return r.closeChannel(ctx, c, source, override)
+	return r.closeChannel(ctx, Key{server, channel}, source, override, func(m *machine, k Key) (*chanState, string) {
+		if c := m.chans[k]; c != nil {
+			return c, ""
+		}
+		return nil, textChannelNotFoundOn(k.Channel, k.Server)
+	})
 }
 
-// closeChannel records a close and carries it out. The source check comes
-// before the "already closed" answer, which records the decision too.
-func (r *Registry) closeChannel(ctx context.Context, c *chanState, source string, override bool) protocol.CallToolResult {
-	c.decide.Lock()
-	cur := r.decisionOf(c)
-	switch closeRefusal(cur, source, override) {
-	case refusalSource:
-		c.decide.Unlock()
-		return fail(textUnknownMachineSource(source))
-	case refusalExplicitOpen:
-		c.decide.Unlock()
-		b, _ := json.Marshal(map[string]string{"refusal": "explicit-open", "channelId": c.key.Channel})
-		res := protocol.TextResult(textExplicitOpen(c.key.Channel, source), false)
-		res.StructuredContent = b
-		return res
-	}
-	r.mu.Lock()
-	already := !wantOpen(cur) && c.confirmed && !c.open && !c.busyLocked()
-	r.mu.Unlock()
-	_, _, err := r.decideLocked(c, store.Closed, source)
-	c.decide.Unlock()
-	switch {
-	case err != nil && already:
-		return fail(textAlreadyClosedUnrecorded(c.key.Channel))
-	case err != nil:
-		return fail(textCloseUnrecorded(c.key.Channel))
-	case already:
-		return ok(map[string]string{"channelId": c.key.Channel, "status": "already closed"})
-	}
-	res, werr := wait(ctx, r.apply(c, true))
-	if werr != nil {
-		res.err = werr
+// closeChannel records a close of k and carries it out. The source check
+// comes before the "already closed" answer, which records the decision
+// too.
+func (r *Registry) closeChannel(ctx context.Context, k Key, source string, override bool, find func(*machine, Key) (*chanState, string)) protocol.CallToolResult {
+	out, err := ask(ctx, r, func(m *machine, reply func(toolOutcome)) {
+		c, missing := find(m, k)
+		if c == nil {
+			reply(toolOutcome{missing: missing})
+			return
+		}
+		m.closeTool(c, source, override, reply)
+	})
+	if err != nil {
+		out.res.err = err
 	}
 	var le *lifecycleError
 	switch {
-	case errors.As(res.err, &le) && le.kind == kindNoGrant:
-		return fail(textCloseNoLifecycle(c.key.Server))
-	case errors.As(res.err, &le) && (le.kind == kindGone || le.kind == kindNoServer):
+	case out.missing != "":
+		return fail(out.missing)
+	case out.refusal == refusalSource:
+		return fail(textUnknownMachineSource(source))
+	case out.refusal == refusalExplicitOpen:
+		b, _ := json.Marshal(map[string]string{"refusal": "explicit-open", "channelId": k.Channel})
+		res := protocol.TextResult(textExplicitOpen(k.Channel, source), false)
+		res.StructuredContent = b
+		return res
+	case out.unrecorded && out.already:
+		return fail(textAlreadyClosedUnrecorded(k.Channel))
+	case out.unrecorded:
+		return fail(textCloseUnrecorded(k.Channel))
+	case out.already:
+		return ok(map[string]string{"channelId": k.Channel, "status": "already closed"})
+	case errors.As(out.res.err, &le) && le.kind == kindNoGrant:
+		return fail(textCloseNoLifecycle(k.Server))
+	case errors.As(out.res.err, &le) && (le.kind == kindGone || le.kind == kindNoServer):
 		return fail(le.text)
-	case res.err != nil:
-		return fail(textCloseFailed(r.describe(c.key.Server, res.err)))
-	case res.open:
+	case out.res.err != nil:
+		return fail(textCloseFailed(r.describe(k.Server, out.res.err)))
+	case out.res.open:
 		return fail(textCloseSuperseded)
 	}
-	return ok(map[string]string{"channelId": c.key.Channel, "status": "closed"})
+	return ok(map[string]string{"channelId": k.Channel, "status": "closed"})
 }
 
 func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage) protocol.CallToolResult {
-	c, why := r.resolve(a, textNeedChannelID)
-	if c == nil {
+	k, why := r.resolve(a, textNeedChannelID)
+	if why != "" {
 		return fail(why)
 	}
 	msgID, _, good := str(a, "messageId")
@@ -321,47 +330,47 @@ func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage
 		return fail("messageId must name the message that invited you. Nothing was done.")
 	}
 	ack, _, _ := str(a, "acknowledge")
-	c.decide.Lock()
-	cur := r.decisionOf(c)
-	r.mu.Lock()
-	isOpen := wantOpen(cur) || (c.confirmed && c.open)
-	r.mu.Unlock()
-	if isOpen {
-		c.decide.Unlock()
-		return fail(textAlreadyOpenDecline(c.key.Channel))
-	}
-	if writes(cur, store.Closed, SourceInvitationDeclined) {
-		rec := store.Record{Kind: store.KindDecision, Server: c.key.Server, Channel: c.key.Channel, State: store.Closed, Source: SourceInvitationDeclined}
-		if _, err := r.record(rec); err != nil {
-			c.decide.Unlock()
-			return fail(textDeclineUnrecorded(c.key.Channel))
+	out, err := ask(ctx, r, func(m *machine, reply func(toolOutcome)) {
+		c, missing := liveChan(m, k)
+		if c == nil {
+			reply(toolOutcome{missing: missing})
+			return
 		}
+		m.declineTool(c, reply)
+	})
+	switch {
+	case err != nil:
+		return fail(textDeclineUnknown(k.Channel))
+	case out.missing != "":
+		return fail(out.missing)
+	case out.alreadyOpen:
+		return fail(textAlreadyOpenDecline(k.Channel))
+	case out.unrecorded:
+		return fail(textDeclineUnrecorded(k.Channel))
 	}
-	c.decide.Unlock()
-	if r.directsLifecycle(c.key.Server) {
-		r.apply(c, false)
-	}
-	out := map[string]any{"channelId": c.key.Channel, "status": "remained closed", "acknowledged": false}
+	res := map[string]any{"channelId": k.Channel, "status": "remained closed", "acknowledged": false}
 	sent := ""
 	if ack != "" {
-		res, why := r.acknowledge(ctx, c.key, msgID, ack)
-		out["acknowledged"] = res.Acknowledged
+		ackRes, why := r.acknowledge(ctx, k, msgID, ack)
+		res["acknowledged"] = ackRes.Acknowledged
 		switch {
 		case why != "":
-			out["acknowledgmentError"] = why
-		case res.Acknowledged:
-			sent = cmp.Or(res.Representation, ack)
-			if res.Representation != "" {
-				out["representation"] = res.Representation
+			res["acknowledgmentError"] = why
+		case ackRes.Acknowledged:
+			sent = cmp.Or(ackRes.Representation, ack)
+			if ackRes.Representation != "" {
+				res["representation"] = ackRes.Representation
 			}
 		}
 	}
 	// The decline itself, with the acknowledgment that went out: the
 	// decision above is what counts, so a failure here is only logged.
-	if _, err := r.record(store.Record{Kind: store.KindDeclined, Server: c.key.Server, Channel: c.key.Channel, MessageID: msgID, Acknowledgment: sent}); err != nil {
-		r.log.Error("a declined invitation could not be recorded (the channel's closed decision is)", "server", c.key.Server, "channel", c.key.Channel, "error", err.Error())
+	rec := store.Record{Kind: store.KindDeclined, Server: k.Server, Channel: k.Channel, MessageID: msgID, Acknowledgment: sent}
+	recorded, err := ask(context.WithoutCancel(ctx), r, func(m *machine, reply func(bool)) { m.recordDeclined(rec, reply) })
+	if err != nil || !recorded {
+		r.log.Error("a declined invitation could not be recorded (the channel's closed decision is)", "server", k.Server, "channel", k.Channel)
 	}
-	return ok(out)
+	return ok(res)
 }
 
 // Seen tells the channel's server that an agent has a message that
@@ -374,15 +383,7 @@ func (r *Registry) Seen(server, channel, messageID string) {
 	if srv == nil || srv.cfg.AcknowledgeSeen == "" || !srv.conn.Has("channels.acknowledge") {
 		return
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
+	r.goBackground(func() {
 		var res protocol.ChannelsAcknowledgeResult
 		p := protocol.ChannelsAcknowledgeParams{ChannelID: channel, MessageID: messageID, Intent: protocol.AckSeen, Value: srv.cfg.AcknowledgeSeen}
 		err := srv.conn.Call(r.ctx, protocol.MethodChannelsAcknowledge, p, &res, srv.cfg.Timeout)
@@ -392,7 +393,7 @@ func (r *Registry) Seen(server, channel, messageID string) {
 		case !res.Acknowledged:
 			r.log.Info("channels/acknowledge (seen) not acknowledged", "server", server, "channel", channel, "message", messageID, "reason", res.Reason)
 		}
-	}()
+	})
 }
 
 // acknowledge sends channels/acknowledge; why is what the agent reads when
@@ -422,21 +423,23 @@ func (r *Registry) acknowledge(ctx context.Context, k Key, messageID, value stri
 // Channel returns one channel as channel_list shows it; ok is false when
 // the registry knows nothing of it (no registration, no decision).
 func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
-	r.mu.Lock()
-	c := r.chans[Key{server, id}]
-	if c == nil || (c.entry == nil && c.decision == nil) {
-		r.mu.Unlock()
+	r.viewMu.RLock()
+	v := r.views[Key{server, id}]
+	r.viewMu.RUnlock()
+	if v == nil {
 		return ListedChannel{}, false
 	}
-	ch = ListedChannel{ID: id, ServerID: server, Desired: "unknown", Open: c.entry != nil && c.confirmed && c.open}
-	if c.decision != nil {
-		ch.Desired = string(c.decision.State)
+	ch = ListedChannel{ID: id, ServerID: server, Desired: "unknown", Open: v.registered && v.confirmed && v.open}
+	if v.decision != nil {
+		ch.Desired = string(v.decision.State)
 	}
-	if c.entry != nil {
-		d := c.entry.desc
+	if v.registered {
+		d := v.desc
 		ch.Type, ch.Label, ch.Direction = d.Type, d.Label, d.Direction
 	}
-	r.mu.Unlock()
 	ch.Lifecycle = r.directsLifecycle(server)
+	if ch.Desired == "unknown" && v.registered && ch.Lifecycle {
+		ch.Desired = string(store.Closed)
+	}
 	return ch, true
 }

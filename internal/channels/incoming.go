@@ -1,0 +1,149 @@
+package channels
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// ServerList answers the server's channels/list: the channels it has
+// registered.
+func (r *Registry) ServerList(server string) protocol.ChannelsListResult {
+	r.viewMu.RLock()
+	out := []protocol.ChannelDescriptor{}
+	for k, v := range r.views {
+		if k.Server == server && v.registered {
+			out = append(out, v.desc)
+		}
+	}
+	r.viewMu.RUnlock()
+	slices.SortFunc(out, func(a, b protocol.ChannelDescriptor) int { return cmp.Compare(a.ID, b.ID) })
+	return protocol.ChannelsListResult{Channels: out}
+}
+
+// Incoming takes a server's channels/incoming: each message is validated
+// at receipt against the channel as this server registered it now, and
+// the accepted ones are added to the durable inbox before the answer says
+// so. A message already in the inbox is accepted again and kept once.
+// The caller has checked the channels.incoming grant current at receipt.
+func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMessage) (protocol.ChannelsIncomingResult, error) {
+	return r.receive(server, raw).commit(ctx, r)
+}
+
+// received is a channels/incoming validated at receipt, not yet durable.
+type received struct {
+	server  string
+	results []protocol.IncomingResult
+	msgs    []store.Message
+	at      []int // the index in results of each of msgs
+}
+
+// receive validates each message against the registrations as they are
+// now.
+func (r *Registry) receive(server string, raw []json.RawMessage) *received {
+	in := &received{server: server, results: make([]protocol.IncomingResult, len(raw))}
+	now := r.opts.Now().UTC()
+	for i, m := range raw {
+		var msg struct {
+			ChannelID *string         `json:"channelId"`
+			MessageID *string         `json:"messageId"`
+			ThreadID  *string         `json:"threadId"`
+			Content   json.RawMessage `json:"content"`
+			Tags      json.RawMessage `json:"tags"`
+		}
+		err := json.Unmarshal(m, &msg)
+		switch {
+		case err != nil || msg.ChannelID == nil || msg.MessageID == nil || *msg.ChannelID == "" || *msg.MessageID == "":
+			in.results[i] = protocol.IncomingResult{MessageID: cut(strOr(msg.MessageID)), Reason: "invalid channel/message identity"}
+			continue
+		case len(*msg.ChannelID) > MaxIDBytes || len(*msg.MessageID) > MaxIDBytes:
+			in.results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id is longer than 512 bytes"}
+			continue
+		}
+		in.results[i].MessageID = *msg.MessageID
+		if !r.registered(Key{server, *msg.ChannelID}) {
+			in.results[i].Reason = fmt.Sprintf("unknown channel %q — register it first (§14.5)", cut(*msg.ChannelID))
+			continue
+		}
+		// A message that shows an agent nothing is refused: blocks this
+		// host can't show still count, as their markers say something.
+		if blocks, ok := content.Blocks(msg.Content); !ok || !content.Shows(blocks) {
+			in.results[i].Reason = content.ReasonEmptyContent
+			continue
+		}
+		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
+			Tags: tags(msg.Tags), Body: m, At: now})
+		in.at = append(in.at, i)
+	}
+	return in
+}
+
+// commit makes the accepted messages durable and answers.
+func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsIncomingResult, error) {
+	if len(in.msgs) > 0 {
+		if _, err := r.opts.Store.AddMessages(ctx, in.msgs); err != nil {
+			r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", err.Error())
+			return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
+		}
+	}
+	for _, i := range in.at {
+		in.results[i].Accepted = true
+	}
+	if len(in.msgs) > 0 && r.opts.OnMessages != nil {
+		r.opts.OnMessages()
+	}
+	return protocol.ChannelsIncomingResult{Results: in.results}, nil
+}
+
+// Bounds on a message's tags: more, or longer, are dropped.
+const (
+	MaxTags     = 64
+	MaxTagBytes = 256
+)
+
+// tags reads a message's tags (the strings among them, within bounds; a
+// value that is no array has none) and applies SPEC §16.3's core closure;
+// nil when none. Tags authorize nothing: they say what the message is,
+// for the agent layer's rules.
+func tags(field json.RawMessage) []string {
+	var raw []json.RawMessage
+	if json.Unmarshal(field, &raw) != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range raw {
+		var s string
+		if json.Unmarshal(t, &s) != nil || s == "" || len(s) > MaxTagBytes {
+			continue
+		}
+		if out = append(out, s); len(out) == MaxTags {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return content.Close(out)
+}
+
+func (r *Registry) registered(k Key) bool {
+	_, ok := r.registration(k)
+	return ok
+}
+
+func strOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// cut bounds an id a server sent before it goes back in a reason.
+func cut(s string) string { return wire.Cut(s, 64) }
