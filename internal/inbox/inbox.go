@@ -41,20 +41,25 @@
 // "not accepted, send again later", and the owner goes on with the next
 // commit. The failures a store really has (closed, a full disk, a file in
 // doubt, a lock held past its timeout) are the commit's, not a message's:
-// retrying each Accept alone would fail the same way, once a caller, and
-// multiply the wait (one busy timeout a retry) and the syncs against a
-// failing disk. The one exception is an error wrapping store.ErrInvalid,
-// which says the store refused a message's content before writing
-// anything: a commit of several Accepts that fails so is split in halves,
-// each committed in order, down to the Accept the store refuses, so that
-// one server's message the store can't hold fails that server's Accept
-// alone. (No backend returns ErrInvalid from AddMessages today; the split
-// is for one that will, such as a database that refuses a NUL in a text
-// column.)
+// retrying each Accept alone would fail the same way once a caller, and
+// multiply the wait (a busy timeout a retry) and the syncs against a
+// failing disk.
+//
+// The one exception is an error wrapping store.ErrInvalid, which says the
+// store refused a message's content before writing anything: a commit of
+// several Accepts that fails so is split in halves, each committed in
+// order, and so on down to the Accepts the store refuses, so that one
+// server's message the store can't hold fails that server's Accept alone.
+// The others keep their order, and OnCommit is still called once. The
+// cost is a call for each half tried, each that commits a sync of its own
+// (b refused Accepts among k cost at most 2b·⌈log2 k⌉+1 calls), which
+// is why callers should refuse at receipt what the store can't hold. (No
+// backend returns ErrInvalid from AddMessages today; the split is for one
+// that will, such as a database that refuses a NUL in a text column.)
 //
 // The owner logs the first failed commit after a success at Error level,
 // and the first success after failures at Info, not one line a commit:
-// the callers log their own failures with their server's name.
+// the callers log their own failures, with their server's name.
 //
 // A store closed under the Inbox fails each commit at once with its error
 // (wrapping store.ErrClosed, so a caller can tell it from the Inbox's own
@@ -70,15 +75,20 @@
 //
 // # Memory
 //
-// The Inbox holds no bound of its own: a queued Accept holds its messages
-// (the bytes of the request they came in, which the connection keeps
-// counted against its inbound budget until it is answered:
-// wire.Request.Hold), so what the queue holds is bounded by the sum of the
-// connections' budgets, and a slow disk turns into backpressure on the
-// connections rather than refused messages. A caller that answers later
-// must keep its request counted until the Result. Beyond the messages, the
-// Inbox keeps a few hundred bytes per queued Accept and one commit's copy
-// of the message headers (not their bodies), cleared after each commit.
+// The Inbox has no bound of its own on what it holds. A queued Accept
+// holds its messages, the bytes of the request they came in, which the
+// connection keeps counted against its inbound budget until the request is
+// answered (wire.Request.Hold; 32 MiB a connection by default); beyond
+// that budget the connection refuses the server's further requests with
+// CodeOverloaded before they reach the Inbox. So what the queue holds is
+// bounded by the sum of the connections' budgets, and a slow disk is
+// pushed back on the servers that send the most, each at its own budget.
+// A bound here (a MaxQueuedBytes) would add a global one that refuses one
+// server's messages because of another's. A caller that answers later
+// must therefore keep its request counted until the Result. Beyond the
+// messages, the Inbox keeps about 200 bytes a queued Accept, and one
+// commit's copy of the message structs (up to MaxBatch of them, not their
+// bodies: about 180 KiB at the default), cleared after each commit.
 //
 // # No context
 //
@@ -93,8 +103,9 @@
 // Close stops taking messages (a later Accept fails at once with
 // ErrClosed), commits everything already queued, waits for the owner
 // goroutine, and returns; it does not close the store. It waits as long as
-// the store takes to answer the commits in flight and queued (store/sqlite
-// bounds a commit by its busy timeout). Close the Inbox before the store.
+// the store takes to answer the commit in flight and those queued
+// (store/sqlite bounds its wait for a lock by its busy timeout; a disk that
+// hangs hangs Close too). Close the Inbox before the store.
 package inbox
 
 import (
