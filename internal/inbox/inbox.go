@@ -41,7 +41,7 @@
 // "not accepted, send again later", and the owner goes on with the next
 // commit. The failures a store really has (closed, a full disk, a file in
 // doubt, a lock held past its timeout) are the commit's, not a message's:
-// retrying each Accept alone would fail the same way once a caller, and
+// retrying each Accept alone would fail the same way once for each caller, and
 // multiply the wait (a busy timeout a retry) and the syncs against a
 // failing disk.
 //
