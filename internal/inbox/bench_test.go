@@ -29,51 +29,21 @@ import (
 //     gathers them.
 //   - bare-batched: the floor: the same 16 producers each calling
 //     AddMessages with 256 messages at a time, one call in flight each.
+//   - owner-deep: owner with 256 Accepts in flight a producer, the depth
+//     bare-batched has, to tell the Inbox's cost from the depth's (its
+//     commits still hold at most MaxBatch, 1024 messages).
 //
 // The ratios to read are owner/bare-1 (what the Inbox gains or costs
-// against today) and owner/bare-batched (how near the store's best it
-// gets). Read the second knowing what bounds a commit: the owner makes one
-// AddMessages call at a time, so while one commit is in flight the next
-// gathers what the producers can add, at most the 256 messages they keep
-// in flight less those of the commit in flight (msgs/commit shows it,
-// about half of 256); bare-batched has 16 calls of 256 in flight, which
-// the store's group commit joins into transactions of thousands, a sync
-// each. On a disk where the sync is the cost, that depth, not the Inbox,
-// is most of the gap; bare-1 has the same depth as owner.
+// against today, at the same depth) and owner-deep/bare-batched (how near
+// the store's best the Inbox gets, at the same depth). owner/bare-batched
+// mixes the two: the owner makes one AddMessages call at a time, so while
+// one commit is in flight the next gathers what the producers can add, at
+// most the 256 messages they keep in flight less those of the commit in
+// flight (msgs/commit shows it, about half of 256), where bare-batched
+// has 16 calls of 256 in flight, which the store's group commit joins into
+// transactions of thousands, a sync each.
 func BenchmarkInbound(b *testing.B) {
-	b.Run("owner", func(b *testing.B) {
-		s := benchStore(b)
-		c := &counting{Store: s}
-		in, err := New(Options{Store: c})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer in.Close()
-		runInbound(b, func(p *producer) {
-			var ring [benchInFlight]<-chan Result
-			head, n := 0, 0
-			wait := func() {
-				r := <-ring[head]
-				ring[head], head, n = nil, (head+1)%benchInFlight, n-1
-				if r.Err != nil || !r.Added[0] {
-					b.Errorf("Accept: %+v", r)
-				}
-			}
-			for p.next() {
-				if n == benchInFlight {
-					wait()
-				}
-				ring[(head+n)%benchInFlight] = in.Accept([]store.Message{p.msg()})
-				n++
-			}
-			for n > 0 {
-				wait()
-			}
-		})
-		if calls := c.calls.Load(); calls > 0 {
-			b.ReportMetric(float64(c.msgs.Load())/float64(calls), "msgs/commit")
-		}
-	})
+	b.Run("owner", func(b *testing.B) { benchOwner(b, benchInFlight) })
 	b.Run("bare-1", func(b *testing.B) {
 		s := benchStore(b)
 		ctx := context.Background()
@@ -114,6 +84,43 @@ func BenchmarkInbound(b *testing.B) {
 			}
 		})
 	})
+	b.Run("owner-deep", func(b *testing.B) { benchOwner(b, benchBatch) })
+}
+
+// benchOwner runs the producers through an Inbox, each keeping up to
+// inFlight Accepts of one message in flight.
+func benchOwner(b *testing.B, inFlight int) {
+	s := benchStore(b)
+	c := &counting{Store: s}
+	in, err := New(Options{Store: c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	runInbound(b, func(p *producer) {
+		ring := make([]<-chan Result, inFlight)
+		head, n := 0, 0
+		wait := func() {
+			r := <-ring[head]
+			ring[head], head, n = nil, (head+1)%inFlight, n-1
+			if r.Err != nil || !r.Added[0] {
+				b.Errorf("Accept: %+v", r)
+			}
+		}
+		for p.next() {
+			if n == inFlight {
+				wait()
+			}
+			ring[(head+n)%inFlight] = in.Accept([]store.Message{p.msg()})
+			n++
+		}
+		for n > 0 {
+			wait()
+		}
+	})
+	if calls := c.calls.Load(); calls > 0 {
+		b.ReportMetric(float64(c.msgs.Load())/float64(calls), "msgs/commit")
+	}
 }
 
 const (
