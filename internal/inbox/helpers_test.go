@@ -51,21 +51,33 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s store.Store)) {
 
 // gate is a store whose AddMessages hands each call to the test and waits
 // for its answer: it is how a test slows the store, counts its calls and
-// fails one.
+// fails one. Once the test has ended (its Context is done, before its
+// Cleanups run) every call fails at once, so that a test that stopped
+// early does not leave its Inbox's Close waiting.
 type gate struct {
 	store.Store
+	ended context.Context
 	calls chan []store.Message // each call's messages, as it begins
 	next  chan error           // nil: go on to the store; else fail with it
 }
 
-func newGate(s store.Store) *gate {
-	return &gate{Store: s, calls: make(chan []store.Message), next: make(chan error)}
+func newGate(t *testing.T, s store.Store) *gate {
+	return &gate{Store: s, ended: t.Context(), calls: make(chan []store.Message), next: make(chan error)}
 }
 
 func (g *gate) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, error) {
-	g.calls <- msgs
-	if err := <-g.next; err != nil {
-		return nil, err
+	select {
+	case g.calls <- msgs:
+	case <-g.ended.Done():
+		return nil, g.ended.Err()
+	}
+	select {
+	case err := <-g.next:
+		if err != nil {
+			return nil, err
+		}
+	case <-g.ended.Done():
+		return nil, g.ended.Err()
 	}
 	return g.Store.AddMessages(ctx, msgs)
 }
@@ -93,6 +105,8 @@ func (g *gate) serve() (stop func() [][]string) {
 				calls = append(calls, ids(msgs))
 				g.next <- nil
 			case <-quit:
+				return
+			case <-g.ended.Done():
 				return
 			}
 		}

@@ -37,7 +37,7 @@ func TestNewRefuses(t *testing.T) {
 // slices and in the store, however the calls fall.
 func TestOrderPipelined(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g := newGate(s)
+		g := newGate(t, s)
 		in := open(t, Options{Store: g})
 		stop := g.serve()
 		want := seqIDs("m", 500)
@@ -83,7 +83,7 @@ func TestOrderPipelined(t *testing.T) {
 // the store commits as it goes: each goroutine's messages keep its order.
 func TestOrderConcurrent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g := newGate(s)
+		g := newGate(t, s)
 		in := open(t, Options{Store: g})
 		stop := g.serve()
 		const producers, each = 16, 40
@@ -135,7 +135,7 @@ func TestOrderConcurrent(t *testing.T) {
 // Seq.
 func TestGroupCommit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g := newGate(s)
+		g := newGate(t, s)
 		var c commits
 		in := open(t, Options{Store: g, OnCommit: c.on})
 		first := msgs("a")
@@ -192,7 +192,7 @@ func TestDedupe(t *testing.T) {
 		if _, err := s.AddMessages(t.Context(), msgs("x")); err != nil {
 			t.Fatal(err)
 		}
-		g := newGate(s)
+		g := newGate(t, s)
 		var c commits
 		in := open(t, Options{Store: g, OnCommit: c.on})
 		r0 := in.Accept(msgs("first"))
@@ -247,7 +247,7 @@ func TestDedupe(t *testing.T) {
 // first failure is logged, the next ones not until one succeeds.
 func TestStoreFails(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g := newGate(s)
+		g := newGate(t, s)
 		rec := logtest.New()
 		var c commits
 		in := open(t, Options{Store: g, OnCommit: c.on, Logger: rec.Logger()})
@@ -326,7 +326,7 @@ func (r refusing) AddMessages(ctx context.Context, msgs []store.Message) ([]bool
 // OnCommit.
 func TestInvalidFailsItsAcceptAlone(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
-		g := newGate(refusing{s})
+		g := newGate(t, refusing{s})
 		var c commits
 		in := open(t, Options{Store: g, OnCommit: c.on})
 		first := msgs("a")
@@ -396,7 +396,7 @@ func TestStoreClosedUnderIt(t *testing.T) {
 func TestClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := store.NewMemory()
-		g := newGate(s)
+		g := newGate(t, s)
 		in, err := New(Options{Store: g})
 		if err != nil {
 			t.Fatal(err)
@@ -522,7 +522,7 @@ func TestBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s store.Store) {
-				g := newGate(s)
+				g := newGate(t, s)
 				tc.opts.Store = g
 				in := open(t, tc.opts)
 				r0 := in.Accept(msgs("a00"))
