@@ -5,18 +5,27 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"sort"
 	"sync"
 )
 
 // Memory is a Store that keeps everything in memory: durable only as long
 // as the process. It is for a host run with no store file, and for tests.
 type Memory struct {
-	mu      sync.Mutex
-	closed  bool
+	mu     sync.Mutex
+	closed bool
+	// log is the log in Seq order; lastRec the Seq Append gave last,
+	// which compaction may have dropped.
 	log     []Record
-	inbox   []Message
-	seen    map[[3]string]bool
-	lastMsg int64
+	lastRec int64
+	// inbox is every message in Seq order; byServer and byChannel index
+	// it (positions in inbox, increasing) for Page.
+	inbox     []Message
+	byServer  map[string][]int
+	byChannel map[[2]string][]int
+	seen      map[[3]string]bool
+	lastMsg   int64
 	// history is every conversation's entries, in Seq order; lastEntry
 	// the Seq Record gave last.
 	history   map[string][]Entry
@@ -26,7 +35,13 @@ type Memory struct {
 
 // NewMemory returns an empty memory store.
 func NewMemory() *Memory {
-	return &Memory{seen: map[[3]string]bool{}, history: map[string][]Entry{}, cursors: map[string]int64{}}
+	return &Memory{
+		byServer:  map[string][]int{},
+		byChannel: map[[2]string][]int{},
+		seen:      map[[3]string]bool{},
+		history:   map[string][]Entry{},
+		cursors:   map[string]int64{},
+	}
 }
 
 // Append implements Store. It refuses, all or none, a call with a record
@@ -47,7 +62,8 @@ func (m *Memory) Append(ctx context.Context, recs ...Record) ([]Record, error) {
 	}
 	out := make([]Record, len(recs))
 	for i, r := range recs {
-		r.Seq = int64(len(m.log)) + 1
+		m.lastRec++
+		r.Seq = m.lastRec
 		m.log = append(m.log, r)
 		out[i] = r
 	}
@@ -93,7 +109,11 @@ func (m *Memory) AddMessages(ctx context.Context, msgs []Message) ([]bool, error
 		m.seen[k] = true
 		m.lastMsg++
 		msgs[i].Seq = m.lastMsg
+		at := len(m.inbox)
 		m.inbox = append(m.inbox, msgs[i])
+		m.byServer[msgs[i].Server] = append(m.byServer[msgs[i].Server], at)
+		ck := [2]string{msgs[i].Server, msgs[i].Channel}
+		m.byChannel[ck] = append(m.byChannel[ck], at)
 		added[i] = true
 	}
 	return added, nil
@@ -206,6 +226,109 @@ func (m *Memory) Cursors(ctx context.Context) (map[string]int64, error) {
 		return nil, ErrClosed
 	}
 	return maps.Clone(m.cursors), nil
+}
+
+// Compact implements Store. It makes the log anew, so that a Replay
+// already running goes on over the log it started with.
+func (m *Memory) Compact(ctx context.Context, through int64, keep []int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	kept := make(map[int64]bool, len(keep))
+	for _, seq := range keep {
+		kept[seq] = true
+	}
+	log := make([]Record, 0, len(m.log))
+	for _, r := range m.log {
+		if r.Seq > through || kept[r.Seq] {
+			log = append(log, r)
+		}
+	}
+	dropped := len(m.log) - len(log)
+	if dropped > 0 {
+		m.log = slices.Clip(log)
+	}
+	return dropped, nil
+}
+
+// Page implements Store. It finds the messages of a server or a channel
+// without going through the others'.
+func (m *Memory) Page(ctx context.Context, q InboxQuery) ([]Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("store: read a page of the inbox: %w", err)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultPageLimit
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	// at is the inbox position of the i-th message selected, before
+	// After and Through; n how many there are.
+	var (
+		at func(i int) int
+		n  int
+	)
+	switch {
+	case q.Channel != nil:
+		idx := m.byChannel[[2]string{q.Server, *q.Channel}]
+		at, n = func(i int) int { return idx[i] }, len(idx)
+	case q.Server != "":
+		idx := m.byServer[q.Server]
+		at, n = func(i int) int { return idx[i] }, len(idx)
+	default:
+		at, n = func(i int) int { return i }, len(m.inbox)
+	}
+	i := sort.Search(n, func(i int) bool { return m.inbox[at(i)].Seq > q.After })
+	var out []Message
+	for ; i < n && len(out) < limit; i++ {
+		msg := m.inbox[at(i)]
+		if q.Through > 0 && msg.Seq > q.Through {
+			break
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// InboxEnd implements Store.
+func (m *Memory) InboxEnd(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	return m.lastMsg, nil // the inbox drops nothing: its last is its highest
+}
+
+// DropCursors implements Store.
+func (m *Memory) DropCursors(ctx context.Context, names ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for _, name := range names {
+		delete(m.cursors, name)
+	}
+	return nil
 }
 
 // Close implements Store.

@@ -16,6 +16,16 @@
 //   - AddMessages adds inbox messages all or none, synced, deduplicated by
 //     server, channel and message id: a message already there keeps its
 //     first copy and is reported as not added.
+//   - Compact drops the log's records up to a Seq except those the caller
+//     names, all or none, synced: Replay then yields the kept records and
+//     the tail after that Seq, with their Seqs, and Append numbers on
+//     after the highest Seq ever given. The store knows nothing of what a
+//     record means; the caller (the channel layer, the log's one owner)
+//     says which records its state still rests on.
+//   - Page reads the inbox a page at a time, optionally one server's or
+//     one channel's messages only, in Seq order; InboxEnd is the inbox's
+//     highest Seq.
+//   - DropCursors removes cursors Record set, synced.
 //
 // A backend batches concurrent writers into one transaction where it can
 // (group commit), so a burst costs a few syncs, not one a write, but each
@@ -148,17 +158,69 @@ type Store interface {
 	// Cursors returns every cursor Record has set, by name (empty when
 	// none).
 	Cursors(ctx context.Context) (map[string]int64, error)
+	// Compact drops every record of the log whose Seq is at most through
+	// and is not in keep; records after through, and those in keep, stay
+	// as they are, with their Seqs. Seq numbering goes on after the
+	// highest Seq ever given (a Seq is never reused, compaction or not).
+	// All or none, durable before it returns. dropped is how many records
+	// went. A Seq in keep that names no record, or one above through,
+	// changes nothing.
+	//
+	// Compact is ordered with the other writes like an Append: it drops
+	// what the log holds when it runs, so a through above the highest
+	// Seq the caller has been given may drop the records of an Append
+	// that ran just before it. A Replay that started before it reads the
+	// whole log as it was.
+	Compact(ctx context.Context, through int64, keep []int64) (dropped int, err error)
+	// Page returns the inbox messages q selects, in Seq order, at most
+	// q.Limit of them. A query with Channel set and Server "" is refused
+	// with an error wrapping ErrInvalid.
+	Page(ctx context.Context, q InboxQuery) ([]Message, error)
+	// InboxEnd returns the highest Seq in the inbox, 0 when it is empty.
+	InboxEnd(ctx context.Context) (int64, error)
+	// DropCursors removes the named cursors; a name with no cursor is
+	// ignored. Durable before it returns.
+	DropCursors(ctx context.Context, names ...string) error
 	// Close releases the store; its other methods then fail with
 	// ErrClosed.
 	Close() error
+}
+
+// InboxQuery selects inbox messages for Store.Page.
+type InboxQuery struct {
+	// After and Through bound the Seqs: above After, and at most Through
+	// when Through is above 0.
+	After, Through int64
+	// Server, when not "", selects that server's messages only.
+	Server string
+	// Channel, when not nil, selects the messages of that channel of
+	// Server only ("" selects Server's push events); it needs Server.
+	Channel *string
+	// Limit bounds the messages returned; 0 or less means
+	// DefaultPageLimit.
+	Limit int
+}
+
+// DefaultPageLimit is the most messages Store.Page returns for a query
+// that sets no Limit.
+const DefaultPageLimit = 256
+
+// Validate reports whether q is a query Store.Page takes: a Channel needs
+// its Server. The error wraps ErrInvalid.
+func (q InboxQuery) Validate() error {
+	if q.Channel != nil && q.Server == "" {
+		return fmt.Errorf("%w: a query for channel %q names no server", ErrInvalid, *q.Channel)
+	}
+	return nil
 }
 
 // ErrClosed is returned by a closed store's methods.
 var ErrClosed = errors.New("store: closed")
 
 // ErrInvalid is wrapped by the error of an Append refused because a record
-// is not one the log can hold (see Record.Validate); nothing of that call
-// is written.
+// is not one the log can hold (see Record.Validate), of a Record refused
+// for an entry or a cursor, and of a Page refused for its query (see
+// InboxQuery.Validate); nothing of a refused call is written.
 var ErrInvalid = errors.New("invalid record")
 
 // Validate reports whether r is a record the log can hold: its Kind is

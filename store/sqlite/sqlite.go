@@ -8,8 +8,9 @@
 // agent, which is nobody else's to read. SQLite gives its -wal and -shm
 // files the database file's mode. The file is in WAL mode with
 // synchronous=FULL, so a commit is on disk (fsync) before Append,
-// AddMessages or Record returns, and readers never wait for the writer.
-// foreign_keys is on (the schema has none yet; a later one may).
+// AddMessages, Record, Compact or DropCursors returns, and readers never
+// wait for the writer. foreign_keys is on (the schema has none yet; a
+// later one may).
 //
 // The schema is versioned in PRAGMA user_version (see SchemaVersion); Open
 // applies the missing migrations in one transaction, and refuses a file
@@ -18,12 +19,14 @@
 //
 // # Writes: group commit
 //
-// One goroutine owns the write connection. Append, AddMessages and Record
-// queue their call and wait; the writer takes what is queued (at most
-// Options.MaxBatchCalls calls and Options.MaxBatchBytes bytes) and writes it
-// in one transaction, each call inside a SAVEPOINT of its own: a call that
-// fails (a record the schema refuses) is rolled back alone and fails alone,
-// the others in the batch commit. Every call of a batch returns only after
+// One goroutine owns the write connection. Append, AddMessages, Record,
+// Compact and DropCursors queue their call and wait; the writer takes what
+// is queued (at most Options.MaxBatchCalls calls and Options.MaxBatchBytes
+// bytes) and writes it in one transaction, each call inside a SAVEPOINT of
+// its own: a call that fails (a record the schema refuses) is rolled back
+// alone and fails alone, the others in the batch commit. A Compact is
+// never in a batch with other calls: it is a transaction of its own, and
+// the calls queued behind it wait for its COMMIT (see DB.Compact). Every call of a batch returns only after
 // the batch's COMMIT is synced; a COMMIT that fails fails every call of the
 // batch and leaves none of them. A COMMIT that fails with anything other
 // than a constraint or a lock (an I/O error, a full disk) leaves the file in
@@ -38,21 +41,44 @@
 //
 // # Reads
 //
-// Replay, Messages, History and Cursors read through a pool of read-only
-// connections (Options.ReadConns), concurrently with the writer and with
-// each other;
-// each sees the file as of its start (a snapshot). Times are kept as Unix
+// Replay, Messages, Page, InboxEnd, History and Cursors read through a pool
+// of read-only connections (Options.ReadConns), concurrently with the
+// writer and with each other; each sees the file as of its start (a
+// snapshot), so a Replay that started before a Compact's COMMIT reads the
+// whole log as it was. Times are kept as Unix
 // nanoseconds, so At reads back exactly as appended, in UTC; the zero time
 // is kept as NULL and reads back as the zero time. An At outside the years
 // 1678 to 2262 (what int64 nanoseconds hold) is refused, with an error
 // wrapping store.ErrInvalid.
 //
+// # File size
+//
+// SQLite does not give a file's pages back to the file system on its own:
+// the pages a Compact frees go to the file's freelist, and later writes
+// (Appends, messages, history) take them from there before the file
+// grows. So the file is as large as the most it ever held at once: for
+// the log, its largest size between two Compacts (the snapshot of current
+// decisions plus the tail appended since the one before); the inbox, the
+// histories and the cursors are never compacted, and grow with what they
+// keep. Nothing here shrinks the file: auto_vacuum is off (SQLite's
+// default, and an existing file's mode cannot change without a VACUUM,
+// which rewrites the whole file and is not done implicitly); an operator
+// who wants the space back runs VACUUM on the file while no host has it
+// open.
+//
+// The -wal file holds the transactions not yet copied into the file
+// (SQLite checkpoints when it passes 1,000 pages, about 4 MiB), so it
+// grows with the largest transaction: a Compact that deletes most of a
+// large log writes every page it changes. When it starts over after a
+// checkpoint, SQLite cuts it back to 16 MiB (PRAGMA journal_size_limit), so
+// one large Compact does not leave a large -wal file behind for good.
+//
 // # Close
 //
 // Close stops taking calls (later ones fail with store.ErrClosed), lets the
 // writer finish every call already queued, commits them, then closes the
-// file. A Replay, Messages or History already reading goes on to its end on
-// its own connection, which closes when it returns.
+// file. A Replay, Messages, Page or History already reading goes on to its
+// end on its own connection, which closes when it returns.
 package sqlite
 
 import (
@@ -62,6 +88,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -89,9 +116,18 @@ type Options struct {
 	// 0 means 4 MiB.
 	MaxBatchBytes int
 	// ReadConns is the number of read connections Replay, Messages,
-	// History and Cursors share. 0 means 4.
+	// Page, InboxEnd, History and Cursors share. 0 means 4.
 	ReadConns int
+
+	// walLimit is the size the -wal file is cut back to when it starts
+	// over (PRAGMA journal_size_limit). 0 means defaultWALLimit; tests
+	// set it lower.
+	walLimit int64
 }
+
+// defaultWALLimit is what the -wal file is cut back to (see the package
+// doc, "File size").
+const defaultWALLimit = 16 << 20
 
 func (o *Options) withDefaults() Options {
 	var r Options
@@ -110,6 +146,9 @@ func (o *Options) withDefaults() Options {
 	if r.ReadConns <= 0 {
 		r.ReadConns = 4
 	}
+	if r.walLimit <= 0 {
+		r.walLimit = defaultWALLimit
+	}
 	return r
 }
 
@@ -122,7 +161,8 @@ type DB struct {
 	write *sql.DB // one connection, pinned by the writer goroutine
 	read  *sql.DB // the read pool
 	// The reads' statements, prepared on read.
-	replay, messages, history, cursors *sql.Stmt
+	replay, messages, history, cursors    *sql.Stmt
+	pageAll, pageServer, pageChannel, end *sql.Stmt
 
 	mu     sync.Mutex
 	queue  []*call // calls waiting for the writer
@@ -137,7 +177,8 @@ type DB struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	batches atomic.Int64 // transactions the writer began, for tests
+	batches  atomic.Int64 // transactions the writer began, for tests
+	rebuilds atomic.Int64 // Compacts that made the log anew, for tests
 }
 
 var _ store.Store = (*DB)(nil)
@@ -180,10 +221,21 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err == nil {
 		d.read.SetMaxOpenConns(d.opts.ReadConns)
 		d.read.SetMaxIdleConns(d.opts.ReadConns)
-		d.replay, err = d.read.PrepareContext(ctx, `SELECT seq, kind, server, channel, state, source, message_id, acknowledgment, at FROM log ORDER BY seq`)
+		d.replay, err = d.read.PrepareContext(ctx, `SELECT `+logColumns+` FROM log ORDER BY seq`)
 	}
-	if err == nil {
-		d.messages, err = d.read.PrepareContext(ctx, `SELECT seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set FROM inbox WHERE seq > ? ORDER BY seq`)
+	for _, s := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&d.messages, `SELECT ` + inboxColumns + ` FROM inbox WHERE seq > ? ORDER BY seq`},
+		{&d.pageAll, pageAllSQL},
+		{&d.pageServer, pageServerSQL},
+		{&d.pageChannel, pageChannelSQL},
+		{&d.end, inboxEndSQL},
+	} {
+		if err == nil {
+			*s.stmt, err = d.read.PrepareContext(ctx, s.sql)
+		}
 	}
 	if err == nil {
 		d.history, err = d.read.PrepareContext(ctx, `SELECT seq, body, at FROM history WHERE conversation = ? ORDER BY seq`)
@@ -243,6 +295,7 @@ func (d *DB) dsn(readOnly bool) string {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", d.opts.walLimit))
 	if readOnly {
 		q.Set("_query_only", "1")
 	}
@@ -296,21 +349,11 @@ func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) e
 		return d.readErr(ctx, err, "read the inbox after seq %d", after)
 	}
 	defer rows.Close()
-	var (
-		msg store.Message
-		at  sql.NullInt64
-	)
+	var msg store.Message
 	for rows.Next() {
-		var body []byte // fresh per message: fn may keep it
-		var tags string
-		if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags, &msg.Kind, &msg.FeatureSet); err != nil {
-			return d.readErr(ctx, err, "read the inbox: message after seq %d", msg.Seq)
-		}
-		msg.Body, msg.At, msg.Tags = body, fromNanos(at), nil
-		if tags != "[]" {
-			if err := json.Unmarshal([]byte(tags), &msg.Tags); err != nil {
-				return d.readErr(ctx, err, "read the inbox: the tags of message %d", msg.Seq)
-			}
+		prev := msg.Seq
+		if msg, err = scanMessage(rows); err != nil {
+			return d.readErr(ctx, err, "read the inbox: message after seq %d", prev)
 		}
 		if err := fn(msg); err != nil {
 			return err
@@ -320,6 +363,109 @@ func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) e
 		return d.readErr(ctx, err, "read the inbox after seq %d", msg.Seq)
 	}
 	return nil
+}
+
+// inboxColumns are the inbox's columns as scanMessage reads them.
+const inboxColumns = "seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set"
+
+// Page's statements, one for each kind of query: the whole inbox, a
+// server's messages (by the index inbox_server), a channel's (by
+// inbox_server_channel). Each is a range scan of its index from After,
+// stopping at Through or the limit, whichever comes first. INDEXED BY
+// names the index because SQLite's planner, with no statistics (the
+// store never runs ANALYZE), rates both indexes alike for a channel's
+// query and may take inbox_server, reading every message of the server.
+const (
+	pageAllSQL     = `SELECT ` + inboxColumns + ` FROM inbox WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3`
+	pageServerSQL  = `SELECT ` + inboxColumns + ` FROM inbox INDEXED BY inbox_server WHERE server = ?4 AND seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3`
+	pageChannelSQL = `SELECT ` + inboxColumns + ` FROM inbox INDEXED BY inbox_server_channel WHERE server = ?4 AND channel = ?5 AND seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3`
+	// inboxEndSQL reads the last row of the inbox's table, a walk down
+	// its b-tree (SQLite's min/max optimization).
+	inboxEndSQL = `SELECT max(seq) FROM inbox`
+)
+
+// scanMessage reads a row of inboxColumns. The message's Body is its own.
+func scanMessage(rows *sql.Rows) (store.Message, error) {
+	var (
+		msg  store.Message
+		at   sql.NullInt64
+		body []byte
+		tags string
+	)
+	if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags, &msg.Kind, &msg.FeatureSet); err != nil {
+		return msg, err
+	}
+	msg.Body, msg.At = body, fromNanos(at)
+	if tags != "[]" {
+		if err := json.Unmarshal([]byte(tags), &msg.Tags); err != nil {
+			return msg, fmt.Errorf("the tags of message %d: %w", msg.Seq, err)
+		}
+	}
+	return msg, nil
+}
+
+// Page implements store.Store. It reads a snapshot, through the indexes
+// of schema version 4 (see migrations): its cost is in the messages it
+// returns, not in the inbox's size. A query that fails
+// store.InboxQuery.Validate is refused before it reads, with an error
+// wrapping store.ErrInvalid.
+func (d *DB) Page(ctx context.Context, q store.InboxQuery) ([]store.Message, error) {
+	const what = "read a page of the inbox"
+	if err := q.Validate(); err != nil {
+		return nil, d.errf(err, "%s", what)
+	}
+	if err := d.readable(ctx, what); err != nil {
+		return nil, err
+	}
+	through := q.Through
+	if through <= 0 {
+		through = math.MaxInt64
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = store.DefaultPageLimit
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	switch {
+	case q.Channel != nil:
+		rows, err = d.pageChannel.QueryContext(ctx, q.After, through, limit, q.Server, *q.Channel)
+	case q.Server != "":
+		rows, err = d.pageServer.QueryContext(ctx, q.After, through, limit, q.Server)
+	default:
+		rows, err = d.pageAll.QueryContext(ctx, q.After, through, limit)
+	}
+	if err != nil {
+		return nil, d.readErr(ctx, err, "%s after seq %d", what, q.After)
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		msg, err := scanMessage(rows)
+		if err != nil {
+			return nil, d.readErr(ctx, err, "%s: message %d after seq %d", what, len(out)+1, q.After)
+		}
+		out = append(out, msg)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.readErr(ctx, err, "%s after seq %d", what, q.After)
+	}
+	return out, nil
+}
+
+// InboxEnd implements store.Store.
+func (d *DB) InboxEnd(ctx context.Context) (int64, error) {
+	const what = "read the end of the inbox"
+	if err := d.readable(ctx, what); err != nil {
+		return 0, err
+	}
+	var end sql.NullInt64
+	if err := d.end.QueryRowContext(ctx).Scan(&end); err != nil {
+		return 0, d.readErr(ctx, err, "%s", what)
+	}
+	return end.Int64, nil // NULL, 0, for an empty inbox
 }
 
 func (d *DB) readable(ctx context.Context, what string) error {
@@ -377,7 +523,7 @@ func (d *DB) Close() error {
 
 func (d *DB) closeReads() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{d.replay, d.messages, d.history, d.cursors} {
+	for _, s := range []*sql.Stmt{d.replay, d.messages, d.history, d.cursors, d.pageAll, d.pageServer, d.pageChannel, d.end} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

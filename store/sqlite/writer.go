@@ -14,7 +14,8 @@ import (
 	"github.com/mcpl-go/mcpl/store"
 )
 
-// A call is one Append, AddMessages or Record waiting for the writer.
+// A call is one Append, AddMessages, Record, Compact or DropCursors
+// waiting for the writer.
 type call struct {
 	ctx     context.Context
 	kind    callKind
@@ -22,6 +23,9 @@ type call struct {
 	msgs    []store.Message // AddMessages'
 	entries []store.Entry   // Record's, and
 	cursors []cursor        // its cursors, by name
+	through int64           // Compact's, and
+	keep    []int64         // its keep: increasing, each in 1..through
+	names   []string        // DropCursors': increasing, none ""
 	size    int             // bytes of strings and bodies, for Options.MaxBatchBytes
 
 	// state is queued until the writer takes the call (taken) or its
@@ -31,9 +35,12 @@ type call struct {
 	done  chan struct{} // closed by finish
 
 	// Set by the writer before finish: the Seq of each record, message (0
-	// for a message not added) or entry, and the call's outcome.
-	seqs []int64
-	err  error
+	// for a message not added) or entry; a Compact's records dropped and
+	// whether it made the log anew (see compact); and the call's outcome.
+	seqs    []int64
+	dropped int
+	rebuilt bool
+	err     error
 }
 
 const (
@@ -46,9 +53,11 @@ const (
 type callKind int8
 
 const (
-	appendCall callKind = iota // Append: recs
-	inboxCall                  // AddMessages: msgs
-	recordCall                 // Record: entries and cursors
+	appendCall  callKind = iota // Append: recs
+	inboxCall                   // AddMessages: msgs
+	recordCall                  // Record: entries and cursors
+	compactCall                 // Compact: through and keep, a batch of its own
+	dropCall                    // DropCursors: names
 )
 
 // cursor is one cursor a Record call sets.
@@ -63,8 +72,24 @@ func (c *call) what() string {
 		return "add " + plural(len(c.msgs), "message")
 	case recordCall:
 		return "record " + plural(len(c.entries), "entry") + " and " + plural(len(c.cursors), "cursor")
+	case compactCall:
+		return fmt.Sprintf("compact the log through seq %d keeping %s", c.through, plural(len(c.keep), "record"))
+	case dropCall:
+		return "drop " + plural(len(c.names), "cursor")
 	}
 	return "append " + plural(len(c.recs), "record")
+}
+
+// empty reports whether c has nothing to write: no records, messages,
+// entries, cursors or names, or a Compact through no Seq.
+func (c *call) empty() bool {
+	switch c.kind {
+	case compactCall:
+		return c.through < 1
+	case dropCall:
+		return len(c.names) == 0
+	}
+	return len(c.recs) == 0 && len(c.msgs) == 0 && len(c.entries) == 0 && len(c.cursors) == 0
 }
 
 func (c *call) finish(err error) {
@@ -144,7 +169,7 @@ func (d *DB) do(c *call) error {
 	case d.broken != nil:
 		d.mu.Unlock()
 		return d.brokenErr(c, d.broken)
-	case len(c.recs) == 0 && len(c.msgs) == 0 && len(c.entries) == 0 && len(c.cursors) == 0:
+	case c.empty():
 		d.mu.Unlock()
 		return nil
 	}
@@ -185,6 +210,12 @@ func (d *DB) next() ([]*call, bool) {
 		if len(d.queue) > 0 {
 			n, size := 0, 0
 			for n < len(d.queue) && n < d.opts.MaxBatchCalls {
+				if d.queue[n].kind == compactCall {
+					if n == 0 {
+						n = 1 // alone: see compact
+					}
+					break
+				}
 				if n > 0 && size+d.queue[n].size > d.opts.MaxBatchBytes {
 					break
 				}
@@ -216,7 +247,43 @@ func (d *DB) next() ([]*call, bool) {
 type writer struct {
 	conn                                                    *sql.Conn
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
-	insLog, insMsg, insEntry, setCursor                     *sql.Stmt
+	insLog, insMsg, insEntry, setCursor, dropCursor         *sql.Stmt
+	// Compact's (see compact).
+	countLog, countTail, countKept, deleteRange      *sql.Stmt
+	stayKept, stayTail, clearLog, restore, clearStay *sql.Stmt
+}
+
+// stmts lists w's statements, for openWriter to prepare and close to
+// close.
+func (w *writer) stmts() []struct {
+	stmt **sql.Stmt
+	sql  string
+} {
+	return []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&w.begin, "BEGIN IMMEDIATE"},
+		{&w.commit, "COMMIT"},
+		{&w.rollback, "ROLLBACK"},
+		{&w.savepoint, "SAVEPOINT call"},
+		{&w.release, "RELEASE call"},
+		{&w.rollbackTo, "ROLLBACK TO call"},
+		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
+		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
+		{&w.dropCursor, `DELETE FROM cursors WHERE name = ?`},
+		{&w.countLog, `SELECT count(*) FROM log`},
+		{&w.countTail, `SELECT count(*) FROM log WHERE seq > ?`},
+		{&w.countKept, `SELECT count(*) FROM log WHERE seq IN (SELECT value FROM json_each(?))`},
+		{&w.deleteRange, `DELETE FROM log WHERE seq > ? AND seq <= ?`},
+		{&w.stayKept, `INSERT INTO temp.compact_stay SELECT ` + logColumns + ` FROM log WHERE seq IN (SELECT value FROM json_each(?))`},
+		{&w.stayTail, `INSERT INTO temp.compact_stay SELECT ` + logColumns + ` FROM log WHERE seq > ?`},
+		{&w.clearLog, `DELETE FROM log`},
+		{&w.restore, `INSERT INTO log (` + logColumns + `) SELECT ` + logColumns + ` FROM temp.compact_stay ORDER BY seq`},
+		{&w.clearStay, `DELETE FROM temp.compact_stay`},
+	}
 }
 
 // openWriter pins the write connection, migrates the schema and prepares
@@ -235,21 +302,13 @@ func (d *DB) openWriter(ctx context.Context) (*writer, error) {
 		}
 		return nil, err
 	}
-	for _, s := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&w.begin, "BEGIN IMMEDIATE"},
-		{&w.commit, "COMMIT"},
-		{&w.rollback, "ROLLBACK"},
-		{&w.savepoint, "SAVEPOINT call"},
-		{&w.release, "RELEASE call"},
-		{&w.rollbackTo, "ROLLBACK TO call"},
-		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
-		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
-		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
-	} {
+	// Compact's staging table: the connection's own, in its temp
+	// database, so making it changes nothing in the file.
+	if _, err := conn.ExecContext(ctx, `CREATE TEMP TABLE compact_stay AS SELECT `+logColumns+` FROM main.log WHERE 0`); err != nil {
+		w.close()
+		return nil, d.errf(err, "create the compaction's table")
+	}
+	for _, s := range w.stmts() {
 		if *s.stmt, err = conn.PrepareContext(ctx, s.sql); err != nil {
 			w.close()
 			return nil, d.errf(err, "prepare %q", s.sql)
@@ -259,9 +318,9 @@ func (d *DB) openWriter(ctx context.Context) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo, w.insLog, w.insMsg, w.insEntry, w.setCursor} {
-		if s != nil {
-			s.Close()
+	for _, s := range w.stmts() {
+		if *s.stmt != nil {
+			(*s.stmt).Close()
 		}
 	}
 	w.conn.Close()
@@ -400,6 +459,15 @@ func (w *writer) write(ctx context.Context, c *call) error {
 	switch c.kind {
 	case recordCall:
 		return w.writeRecord(ctx, c)
+	case compactCall:
+		return w.compact(ctx, c)
+	case dropCall:
+		for _, name := range c.names {
+			if _, err := w.dropCursor.ExecContext(ctx, name); err != nil {
+				return fmt.Errorf("cursor %q: %w", name, err)
+			}
+		}
+		return nil
 	case appendCall:
 		c.seqs = make([]int64, len(c.recs))
 		for i := range c.recs {

@@ -6,6 +6,12 @@
 // a backend whose data outlives the store value (a file, a server) also
 // passes Reopen, so that Run checks that closing and reopening keeps
 // everything.
+//
+// Besides a test for each promise of store.Store, Run checks the property
+// compaction is for (ReplayAfterCompactionGivesTheSameDecisionsAsReplayOfTheWholeLog):
+// over random Appends and Compacts, from fixed seeds, the newest decision
+// of each channel that Replay folds to is the one the whole, uncompacted
+// log folds to.
 package storetest
 
 import (
@@ -34,7 +40,9 @@ type config struct {
 // Reopen gives Run a way to reopen a store's data: reopen returns a new
 // store on the data of s, which the test has closed. Run then checks that a
 // reopened store replays every record, message, history entry and cursor
-// the closed one had, and goes on numbering after them.
+// the closed one had, a compacted log as compacted and dropped cursors as
+// dropped, and goes on numbering after them; and its compaction property
+// test closes and reopens the store now and then.
 func Reopen(reopen func(t *testing.T, s store.Store) store.Store) Option {
 	return func(c *config) { c.reopen = reopen }
 }
@@ -81,6 +89,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"MessageKinds", testMessageKinds},
 		{"RecordEndedContextWritesNothing", testRecordCanceled},
 		{"RecordClose", testRecordClose},
+		{"CompactKeepsKeptAndTail", testCompactKeeps},
+		{"CompactNeverReusesSeqs", testCompactNumbering},
+		{"CompactEndedContextOrClosedDropsNothing", testCompactCanceled},
+		{"ConcurrentAppendsDuringCompacts", testCompactConcurrentAppends},
+		{"PageFilters", testPageFilters},
+		{"PageBounds", testPageBounds},
+		{"PageEndedContextOrClosed", testPageCanceled},
+		{"InboxEnd", testInboxEnd},
+		{"DropCursors", testDropCursors},
+		{"DropCursorsEndedContextDropsNothing", testDropCursorsCanceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,23 +106,38 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 			tc.fn(t, open2(t))
 		})
 	}
+	var reopen func(t *testing.T, s store.Store) store.Store
 	if cfg.reopen != nil {
-		t.Run("ReopenKeepsEverything", func(t *testing.T) {
-			t.Parallel()
-			testReopen(t, open2(t), func(t *testing.T, s store.Store) store.Store {
-				r := cfg.reopen(t, s)
-				t.Cleanup(func() { r.Close() })
-				return r
+		reopen = func(t *testing.T, s store.Store) store.Store {
+			r := cfg.reopen(t, s)
+			t.Cleanup(func() { r.Close() })
+			return r
+		}
+	}
+	t.Run("ReplayAfterCompactionGivesTheSameDecisionsAsReplayOfTheWholeLog", func(t *testing.T) {
+		t.Parallel()
+		for _, seed := range compactionSeeds {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				t.Parallel()
+				testReplayAfterCompaction(t, open2(t), seed, reopen)
 			})
-		})
-		t.Run("ReopenKeepsHistoryAndCursors", func(t *testing.T) {
-			t.Parallel()
-			testReopenHistory(t, open2(t), func(t *testing.T, s store.Store) store.Store {
-				r := cfg.reopen(t, s)
-				t.Cleanup(func() { r.Close() })
-				return r
+		}
+	})
+	if reopen != nil {
+		for _, tc := range []struct {
+			name string
+			fn   func(t *testing.T, s store.Store, reopen func(t *testing.T, s store.Store) store.Store)
+		}{
+			{"ReopenKeepsEverything", testReopen},
+			{"ReopenKeepsHistoryAndCursors", testReopenHistory},
+			{"ReopenKeepsCompaction", testReopenCompacted},
+			{"ReopenKeepsInboxAndDroppedCursors", testReopenInbox},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				tc.fn(t, open2(t), reopen)
 			})
-		})
+		}
 	}
 }
 
