@@ -6,8 +6,8 @@ import (
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/heading"
 	"github.com/mcpl-go/mcpl/internal/model"
-	"github.com/mcpl-go/mcpl/internal/model/scripted"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -60,7 +60,7 @@ func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, ope
 		head += " · thread " + content.Clean(m.ThreadID)
 	}
 	if isAddressed {
-		head += scripted.AddressedMark + "message "
+		head += heading.AddressedMark + "message "
 	} else {
 		head += " · message "
 	}

@@ -39,6 +39,7 @@ var sourceFiles = []string{
 	"internal/channels/open.go",
 	"internal/agent/texts.go",
 	"internal/agent/fork.go",
+	"internal/heading/heading.go",
 	"internal/content/markers.go",
 	"internal/content/reference.go",
 	"internal/fetchref/texts.go",

@@ -12,9 +12,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // The texts for a call its caller abandoned and for an answer that could
@@ -145,7 +145,7 @@ func TestAnswerShapes(t *testing.T) {
 				if a := ce.Answer; a == nil || a.Code != -32042 || a.Message != "Rate limited." || string(a.Data) != `{"retryAfter":5}` {
 					t.Errorf("kept %+v", a)
 				}
-				var pe *protocol.Error
+				var pe *jsonrpc.Error
 				if !errors.As(err, &pe) || pe.Code != -32042 || pe.Message != "Rate limited." || string(pe.Data) != `{"retryAfter":5}` {
 					t.Errorf("errors.As reached %+v", pe)
 				}
@@ -166,7 +166,7 @@ func TestAnswerShapes(t *testing.T) {
 			func(t *testing.T, _ json.RawMessage, err error) {
 				ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
 				checkText(t, ce, `x to "discord": error -32603: Server exploded.`)
-				if ce.Answer.Code != protocol.CodeInternalError || ce.Answer.Message != "Server exploded." {
+				if ce.Answer.Code != jsonrpc.CodeInternalError || ce.Answer.Message != "Server exploded." {
 					t.Errorf("kept %+v", ce.Answer)
 				}
 			}},

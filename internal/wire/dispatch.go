@@ -10,19 +10,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Handler answers the other side's requests and takes its notifications.
 // The peer calls it from one goroutine, in arrival order; the next message
 // waits until it returns, so a handler with long work hands it off (see
 // Request.Defer). For a request, the returned result is the answer; an
-// *protocol.Error is sent as that JSON-RPC error; ErrMethodNotFound becomes
-// protocol.CodeMethodNotFound; any other error, or a panic, becomes protocol.CodeInternalError
-// with an operator log line. For a notification the result is ignored and
-// an error logged. A handler must not call the peer's Close itself; it may
-// start a goroutine that does.
+// *jsonrpc.Error (protocol.Error, to the packages above) is sent as that
+// JSON-RPC error; ErrMethodNotFound becomes jsonrpc.CodeMethodNotFound; any
+// other error, or a panic, becomes jsonrpc.CodeInternalError with an
+// operator log line. For a notification the result is ignored and an error
+// logged. A handler must not call the peer's Close itself; it may start a
+// goroutine that does.
 type Handler interface {
 	Serve(ctx context.Context, req *Request) (result any, err error)
 }
@@ -146,15 +147,15 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	var body []byte
 	var merr error
 	if err != nil {
-		var e *protocol.Error
+		var e *jsonrpc.Error
 		switch {
 		case errors.As(err, &e) && e != nil:
 		case errors.Is(err, ErrMethodNotFound):
-			e = &protocol.Error{Code: protocol.CodeMethodNotFound, Message: "method not found: " + Cut(r.Method, 200)}
+			e = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + Cut(r.Method, 200)}
 		default:
 			p.limits.Log(&logHandlerFailed, slog.String("method", Cut(r.Method, 100)),
 				slog.String("id", Cut(string(r.id), 64)), slog.String("error", err.Error()))
-			e = &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}
+			e = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 		}
 		body, merr = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: e})
 	} else {
@@ -162,7 +163,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 	}
 	if merr != nil {
 		p.log.Error("handler's result could not be encoded", slog.String("method", Cut(r.Method, 100)), slog.String("error", merr.Error()))
-		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error"}})
+		body, _ = json.Marshal(outError{JSONRPC: "2.0", ID: r.id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
 	}
 	werr := transport.WriteBy(p.s, p.wctx, body, time.Now().Add(p.wtime))
 	if p.obs != nil {
@@ -219,7 +220,7 @@ func (p *Peer) enqueue(r *Request) {
 		return
 	}
 	p.limits.Log(&logQueueFullRequest, slog.String("method", Cut(r.Method, 100)))
-	p.refuse(r, &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
+	p.refuse(r, &jsonrpc.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"})
 }
 
 // maxRefusals bounds the refusals waiting for their writer; beyond it a
@@ -233,13 +234,13 @@ const maxRefusedID = 1024
 // refusal is an answer the reader decided on.
 type refusal struct {
 	r   *Request
-	err *protocol.Error
+	err *jsonrpc.Error
 }
 
 // refuse hands an error answer for r to the refusals' writer, keeping
 // none of r's params; it never blocks: when the writer is behind, the
 // refusal is dropped and counted.
-func (p *Peer) refuse(r *Request, e *protocol.Error) {
+func (p *Peer) refuse(r *Request, e *jsonrpc.Error) {
 	slim := &Request{Method: Cut(r.Method, 100), id: r.id, peer: p}
 	if len(r.id) > maxRefusedID {
 		p.limits.Log(&logRefusalDropped, slog.String("method", slim.Method), slog.String("why", "its id is too long to echo"))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 )
 
 // Outcome says what is known about a failed request's effect. Code decides
@@ -76,7 +76,7 @@ const (
 )
 
 // Sentinels a *CallError matches with errors.Is. A JSON-RPC error answer
-// is reached with errors.As and a *protocol.Error instead.
+// is reached with errors.As and a *jsonrpc.Error instead.
 var (
 	// ErrConnClosed: the request failed because the connection is closed,
 	// by the peer or by this side, before it was sent or while it waited.
@@ -93,7 +93,7 @@ var (
 // agent reads are chosen from its fields by the layer that knows the agent
 // (package host), never taken from Error. It matches ErrConnClosed,
 // ErrNotSent and ErrNoAnswer with errors.Is as its outcome and cause say,
-// and an error answer's *protocol.Error with errors.As.
+// and an error answer's *jsonrpc.Error with errors.As.
 type CallError struct {
 	Outcome Outcome
 	Cause   Cause
@@ -108,7 +108,7 @@ type CallError struct {
 	// Timeout is the deadline that passed, for CauseDeadline.
 	Timeout time.Duration
 	// Answer is the peer's error answer, for ErrorResponse.
-	Answer *protocol.Error
+	Answer *jsonrpc.Error
 	// Err is the underlying error, if any (a transport's, a decoder's, a
 	// context's; for CauseTooLarge and CauseStalled, why this side closed
 	// the connection: a *transport.TooLargeError or a *StallError).

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 var (
@@ -144,27 +144,27 @@ var callErrorKinds = []struct {
 	// An error answer: the peer's code and words, one line and bounded.
 	{"error answer",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 10,
-			Answer: &protocol.Error{Code: -32042, Message: "Rate limited.", Data: json.RawMessage(`{"retryAfter":5}`)}},
+			Answer: &jsonrpc.Error{Code: -32042, Message: "Rate limited.", Data: json.RawMessage(`{"retryAfter":5}`)}},
 		`tools/call to "discord": error -32042: Rate limited.`},
 	{"error answer over lines",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 10,
-			Answer: &protocol.Error{Code: -32000, Message: " first\r\nsecond\u2028third\t\x1b[0mfourth\n"}},
+			Answer: &jsonrpc.Error{Code: -32000, Message: " first\r\nsecond\u2028third\t\x1b[0mfourth\n"}},
 		`tools/call to "discord": error -32000: first  second third [0mfourth`},
 	{"error answer, long",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 10,
-			Answer: &protocol.Error{Code: -32000, Message: strings.Repeat("x", 600)}},
+			Answer: &jsonrpc.Error{Code: -32000, Message: strings.Repeat("x", 600)}},
 		`tools/call to "discord": error -32000: ` + strings.Repeat("x", 500) + "…"},
 	{"error answer, no words",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 10,
-			Answer: &protocol.Error{Code: -32000}},
+			Answer: &jsonrpc.Error{Code: -32000}},
 		`tools/call to "discord": error -32000`},
 	{"error answer, no name",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Method: "initialize", ID: 1,
-			Answer: &protocol.Error{Code: protocol.CodeInvalidParams, Message: "unsupported protocol version"}},
+			Answer: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unsupported protocol version"}},
 		`initialize: error -32602: unsupported protocol version`},
 	{"error answer, overloaded",
 		CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 10,
-			Answer: &protocol.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"}},
+			Answer: &jsonrpc.Error{Code: CodeOverloaded, Message: "request refused: too many requests are waiting; try again later"}},
 		`tools/call to "discord": error -32000: request refused: too many requests are waiting; try again later`},
 
 	// An answer that could not be decoded into the caller's result.
@@ -236,7 +236,7 @@ func TestCallErrorKindsCovered(t *testing.T) {
 
 // errors.Is matches ErrConnClosed, ErrNotSent and ErrNoAnswer as each
 // kind's outcome and cause say, and nothing else; the underlying error
-// stays reachable; an error answer's *protocol.Error, and only it, is
+// stays reachable; an error answer's *jsonrpc.Error, and only it, is
 // reached with errors.As. All of it holds through a wrap.
 func TestCallErrorMatches(t *testing.T) {
 	type want struct{ connClosed, notSent, noAnswer, answer bool }
@@ -305,9 +305,9 @@ func TestCallErrorMatches(t *testing.T) {
 				if ce.Err != nil && !errors.Is(err, ce.Err) {
 					t.Errorf("the underlying error %v is not reachable", ce.Err)
 				}
-				var pe *protocol.Error
+				var pe *jsonrpc.Error
 				if got := errors.As(err, &pe); got != w.answer {
-					t.Fatalf("errors.As(%v, *protocol.Error) = %v, want %v", err, got, w.answer)
+					t.Fatalf("errors.As(%v, *jsonrpc.Error) = %v, want %v", err, got, w.answer)
 				}
 				if w.answer && (pe != ce.Answer || pe.Code != ce.Answer.Code || pe.Message != ce.Answer.Message || string(pe.Data) != string(ce.Answer.Data)) {
 					t.Errorf("errors.As reached %+v, want the answer %+v", pe, ce.Answer)
@@ -318,8 +318,8 @@ func TestCallErrorMatches(t *testing.T) {
 
 	// The peer's code, message and data, as an error answer carried them.
 	err := fmt.Errorf("call: %w", &CallError{Outcome: ErrorResponse, Cause: CauseErrorAnswer, Server: "discord", Method: "tools/call", ID: 2,
-		Answer: &protocol.Error{Code: -32042, Message: "Rate limited.", Data: json.RawMessage(`{"retryAfter":5}`)}})
-	var pe *protocol.Error
+		Answer: &jsonrpc.Error{Code: -32042, Message: "Rate limited.", Data: json.RawMessage(`{"retryAfter":5}`)}})
+	var pe *jsonrpc.Error
 	if !errors.As(err, &pe) || pe.Code != -32042 || pe.Message != "Rate limited." || string(pe.Data) != `{"retryAfter":5}` {
 		t.Errorf("errors.As reached %+v", pe)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // padded is a request of about n bytes.
@@ -78,7 +78,7 @@ func TestInboundBytesBudget(t *testing.T) {
 	}
 	// A handler that panics after Hold does not keep the bytes counted.
 	far.send(`{"jsonrpc":"2.0","id":8,"method":"holdpanic","params":{"pad":"` + strings.Repeat("y", 800) + `"}}`)
-	if m := far.mustRead(); string(m.ID) != "8" || !isCode(m, protocol.CodeInternalError) {
+	if m := far.mustRead(); string(m.ID) != "8" || !isCode(m, jsonrpc.CodeInternalError) {
 		t.Fatalf("a panicking handler's request was answered %s", m.raw)
 	}
 	far.send(padded(9, 900))
@@ -113,7 +113,7 @@ func TestInvalidRequestMethod(t *testing.T) {
 		m := far.mustRead()
 		switch string(m.ID) {
 		case `"a"`, `"b"`:
-			if !isCode(m, protocol.CodeInvalidRequest) {
+			if !isCode(m, jsonrpc.CodeInvalidRequest) {
 				t.Errorf("answered %s, want -32600", m.raw)
 			}
 		case `"c"`:

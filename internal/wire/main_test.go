@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/testserver"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -163,9 +164,9 @@ func callError(t testing.TB, err error, outcome wire.Outcome, cause wire.Cause) 
 			t.Errorf("errors.Is(%v/%d, %q) = %v, want %v", outcome, cause, sentinel, got, want)
 		}
 	}
-	var pe *protocol.Error
+	var pe *jsonrpc.Error
 	if got, want := errors.As(err, &pe), outcome == wire.ErrorResponse; got != want {
-		t.Errorf("errors.As(%v/%d, *protocol.Error) = %v, want %v", outcome, cause, got, want)
+		t.Errorf("errors.As(%v/%d, *jsonrpc.Error) = %v, want %v", outcome, cause, got, want)
 	} else if got && pe != ce.Answer {
 		t.Errorf("errors.As reached %+v, not the CallError's Answer %+v", pe, ce.Answer)
 	}
@@ -330,7 +331,7 @@ type wireMsg struct {
 	Method  string          `json:"method"`
 	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
-	Error   *protocol.Error `json:"error"`
+	Error   *jsonrpc.Error  `json:"error"`
 	raw     string
 }
 

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 )
 
 // CodeOverloaded refuses a request when the inbound queue is full (a
@@ -99,7 +99,7 @@ func ourID(raw json.RawMessage) (int64, bool) {
 // message as the spec says, or whatever else a peer put there, kept as words.
 // A code that is not a number (a string such as "E42") is read as 0, or as
 // the number a string holds; it never costs the peer's words.
-func errorObject(raw json.RawMessage) *protocol.Error {
+func errorObject(raw json.RawMessage) *jsonrpc.Error {
 	var obj struct {
 		Code    json.RawMessage `json:"code"`
 		Message json.RawMessage `json:"message"`
@@ -108,11 +108,11 @@ func errorObject(raw json.RawMessage) *protocol.Error {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			return &protocol.Error{Code: protocol.CodeInternalError, Message: s}
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: s}
 		}
-		return &protocol.Error{Code: protocol.CodeInternalError, Message: ""}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ""}
 	}
-	e := &protocol.Error{Code: errorCode(obj.Code), Data: obj.Data}
+	e := &jsonrpc.Error{Code: errorCode(obj.Code), Data: obj.Data}
 	var msg string
 	if json.Unmarshal(obj.Message, &msg) == nil {
 		e.Message = msg
@@ -148,5 +148,5 @@ func errorCode(raw json.RawMessage) int64 {
 type outError struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Error   *protocol.Error `json:"error"`
+	Error   *jsonrpc.Error  `json:"error"`
 }

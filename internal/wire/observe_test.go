@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/wire"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // observed records what an Observer heard.
@@ -68,7 +68,7 @@ func TestObserverHearsEveryRequest(t *testing.T) {
 		p, far, _ := pipePeer(t, wire.Options{Observer: obs, Handler: wire.HandlerFunc(func(_ context.Context, r *wire.Request) (any, error) {
 			switch r.Method {
 			case "bad":
-				return nil, &protocol.Error{Code: -32001, Message: "no"}
+				return nil, &jsonrpc.Error{Code: -32001, Message: "no"}
 			case "ping":
 				time.Sleep(2 * time.Second)
 			}

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/transport"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Options configures a Peer. The zero value is usable: no name, no handler
@@ -138,7 +138,7 @@ type pendingCall struct {
 // Close).
 type answer struct {
 	result    json.RawMessage
-	err       *protocol.Error
+	err       *jsonrpc.Error
 	closed    bool
 	hostClose bool
 	why       closeWhy // for closed: why this side closed it, if it did

@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // Reading the stream: one reader at a time, and on a stream whose read can
@@ -244,7 +244,7 @@ func (p *Peer) route(msg []byte) {
 		p.enqueue(r)
 	case kindInvalidRequest:
 		p.limits.Log(&logInvalidRequest, slog.String("id", Cut(string(env.ID), 64)))
-		p.refuse(&Request{id: env.ID, peer: p}, &protocol.Error{Code: protocol.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
+		p.refuse(&Request{id: env.ID, peer: p}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: method must be a non-empty string"})
 	default:
 		p.noise.skip(p.log, msg)
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // The server's request ids collide with ours (both count from 1). Inbound
@@ -172,15 +172,15 @@ func TestEveryInboundRequestAnsweredOnce(t *testing.T) {
 	mux.HandleFunc("nil", func(context.Context, *wire.Request) (any, error) { return nil, nil })
 	mux.HandleFunc("err", func(context.Context, *wire.Request) (any, error) { return nil, fmt.Errorf("boom: secret detail") })
 	mux.HandleFunc("rpcerr", func(context.Context, *wire.Request) (any, error) {
-		return nil, protocol.NewError(-32042, "no such channel", map[string]string{"channel": "x"})
+		return nil, jsonrpc.NewError(-32042, "no such channel", map[string]string{"channel": "x"})
 	})
 	mux.HandleFunc("wrapped", func(context.Context, *wire.Request) (any, error) {
-		return nil, fmt.Errorf("ctx: %w", &protocol.Error{Code: -32043, Message: "wrapped"})
+		return nil, fmt.Errorf("ctx: %w", &jsonrpc.Error{Code: -32043, Message: "wrapped"})
 	})
 	mux.HandleFunc("notfound", func(context.Context, *wire.Request) (any, error) { return nil, wire.ErrMethodNotFound })
 	mux.HandleFunc("panic", func(context.Context, *wire.Request) (any, error) { panic("handler bug") })
 	mux.HandleFunc("typednil", func(context.Context, *wire.Request) (any, error) {
-		var e *protocol.Error
+		var e *jsonrpc.Error
 		return nil, e
 	})
 	mux.HandleFunc("chan", func(context.Context, *wire.Request) (any, error) { return make(chan int), nil })
@@ -217,7 +217,7 @@ func TestEveryInboundRequestAnsweredOnce(t *testing.T) {
 	mux.HandleFunc("defer-error", func(_ context.Context, r *wire.Request) (any, error) {
 		reply := r.Defer()
 		late.Add(1)
-		go func() { defer late.Done(); reply(nil, &protocol.Error{Code: -32044, Message: "later"}) }()
+		go func() { defer late.Done(); reply(nil, &jsonrpc.Error{Code: -32044, Message: "later"}) }()
 		return nil, nil
 	})
 	mux.HandleFunc("defer-then-panic", func(_ context.Context, r *wire.Request) (any, error) {
@@ -411,7 +411,7 @@ func TestHandlerPanicContained(t *testing.T) {
 	far.send(`{"jsonrpc":"2.0","id":7,"method":"boom"}`)
 	far.send(`{"jsonrpc":"2.0","method":"boom"}`)
 	far.send(`{"jsonrpc":"2.0","id":8,"method":"after"}`)
-	if m := far.mustRead(); string(m.ID) != "7" || !isCode(m, protocol.CodeInternalError) {
+	if m := far.mustRead(); string(m.ID) != "7" || !isCode(m, jsonrpc.CodeInternalError) {
 		t.Fatalf("panicking request answered %s", m.raw)
 	}
 	if m := far.mustRead(); string(m.ID) != "8" || string(m.Result) != `"fine"` {
@@ -443,7 +443,7 @@ func TestUnknownMethod(t *testing.T) {
 		far.send(`{"jsonrpc":"2.0","method":"x/notified"}`)
 		far.send(`{"jsonrpc":"2.0","id":"a","method":"x/unknown","params":[1]}`)
 		m := far.mustRead()
-		if string(m.ID) != `"a"` || !isCode(m, protocol.CodeMethodNotFound) || m.Error.Message != "method not found: x/unknown" {
+		if string(m.ID) != `"a"` || !isCode(m, jsonrpc.CodeMethodNotFound) || m.Error.Message != "method not found: x/unknown" {
 			t.Fatalf("answered %s", m.raw)
 		}
 		if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {

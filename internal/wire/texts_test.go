@@ -11,9 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/internal/wire"
-	"github.com/mcpl-go/mcpl/protocol"
 )
 
 // The operator texts, verbatim, for a tools/call to the peer "discord".
@@ -305,7 +305,7 @@ func TestErrorAnswer(t *testing.T) {
 				t.Errorf("CallError keeps code %d message %q data %s id %d; want %d %q none %d",
 					ce.Answer.Code, ce.Answer.Message, ce.Answer.Data, ce.ID, wantCode, c.message, id)
 			}
-			var pe *protocol.Error
+			var pe *jsonrpc.Error
 			if !errors.As(fmt.Errorf("session: %w", err), &pe) || pe.Code != wantCode || pe.Message != c.message {
 				t.Errorf("errors.As through a wrap reached %+v", pe)
 			}
@@ -332,7 +332,7 @@ func TestErrorAnswer(t *testing.T) {
 	err := p.Call(testCtx(t), "nope/nothing", nil, nil)
 	ce := callError(t, err, wire.ErrorResponse, wire.CauseErrorAnswer)
 	checkText(t, ce, `nope/nothing to "discord": error -32601: method not found: nope/nothing`)
-	if ce.Answer == nil || ce.Answer.Code != protocol.CodeMethodNotFound {
+	if ce.Answer == nil || ce.Answer.Code != jsonrpc.CodeMethodNotFound {
 		t.Errorf("unknown method: answer %+v", ce.Answer)
 	}
 	echo(t, p, "still alive")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/internal/jsonrpc"
 )
 
 func TestParseClassifiesByShape(t *testing.T) {
@@ -129,10 +129,10 @@ func TestErrorObjectLenient(t *testing.T) {
 		{`{"code":-1,"message":17}`, -1, "17", ""},
 		{`{"code":-1,"message":"m","data":"d"}`, -1, "m", `"d"`},
 		// Not an object at all: a string is kept as words.
-		{`"plain words"`, protocol.CodeInternalError, "plain words", ""},
-		{`42`, protocol.CodeInternalError, "", ""},
-		{`[1,2]`, protocol.CodeInternalError, "", ""},
-		{`true`, protocol.CodeInternalError, "", ""},
+		{`"plain words"`, jsonrpc.CodeInternalError, "plain words", ""},
+		{`42`, jsonrpc.CodeInternalError, "", ""},
+		{`[1,2]`, jsonrpc.CodeInternalError, "", ""},
+		{`true`, jsonrpc.CodeInternalError, "", ""},
 	}
 	for _, c := range cases {
 		e := errorObject(json.RawMessage(c.raw))
@@ -181,20 +181,5 @@ func TestOutcomeString(t *testing.T) {
 		if got := o.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
 		}
-	}
-}
-
-// protocol.NewError is what handlers here return to answer with an error;
-// the wire sends its data as encoded.
-func TestProtocolNewError(t *testing.T) {
-	e := protocol.NewError(-32001, "busy", map[string]int{"retryAfter": 5})
-	if e.Code != -32001 || e.Message != "busy" || string(e.Data) != `{"retryAfter":5}` {
-		t.Fatalf("got %+v", e)
-	}
-	if e := protocol.NewError(1, "m", nil); e.Data != nil {
-		t.Fatalf("nil data became %s", e.Data)
-	}
-	if e.Error() != "jsonrpc error -32001: busy" {
-		t.Fatalf("Error() = %q", e.Error())
 	}
 }

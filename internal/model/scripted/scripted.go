@@ -15,8 +15,8 @@
 // the model stays silent. In echo mode it answers each call by repeating
 // the text of the newest message that addresses the agent in the newest
 // user message (each message there opens with the turn loop's header, and
-// an addressed one's header says AddressedMark), and stays silent when
-// none does; a user message with no headers at all (a server's
+// an addressed one's header has heading.AddressedMark), and stays silent
+// when none does; a user message with no headers at all (a server's
 // inference/request) is answered with its last text block.
 //
 // Usage is reported as the provider-less estimate of a token for every
@@ -35,6 +35,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcpl-go/mcpl/internal/heading"
 	"github.com/mcpl-go/mcpl/internal/model"
 )
 
@@ -167,11 +168,6 @@ func (m *Model) take(req model.Request) Step {
 	return m.steps[m.next-1]
 }
 
-// AddressedMark is in the header the turn loop puts before a message that
-// addresses the agent ("[#general (g) on chat · alice · addressed to you ·
-// message m1]").
-const AddressedMark = " · addressed to you · "
-
 // lastUserText is what echo repeats of the newest user message: the last
 // text block of its newest addressed message, or of the whole message
 // when it has no headers.
@@ -186,7 +182,7 @@ func lastUserText(msgs []model.Message) string {
 			switch {
 			case b.Type != model.Text:
 			case isHeader(b.Text):
-				headers, addressed = true, strings.Contains(b.Text, AddressedMark)
+				headers, addressed = true, strings.Contains(b.Text, heading.AddressedMark)
 			case strings.HasPrefix(b.Text, "[Channel invitation]"):
 			default:
 				last = b.Text

@@ -1,0 +1,17 @@
+// Package heading is the format of the header line an agent reads before
+// each inbox message, such as
+//
+//	[#general (g) on chat · alice · addressed to you · message m1]
+//
+// The agent layer (internal/agent) writes the header; the scripted model
+// (internal/model/scripted), which is below the agent layer and must not
+// import it, reads it back to tell which messages address the agent. Both
+// take the header's marks from here, so the two cannot drift apart.
+// docs/texts.md lists the header's words.
+package heading
+
+// AddressedMark stands before "message <id>" in the header of a message that
+// addresses the agent (tag chat:addressed), after its author or its thread:
+// "[#general (g) on chat · alice · addressed to you · message m1]". The
+// header of any other message has " · message " there instead.
+const AddressedMark = " · addressed to you · "
