@@ -98,6 +98,10 @@ type Message struct {
 	// Tags are the message's event tags with SPEC §16.3's core closure
 	// applied at receipt; nil for none.
 	Tags []string
+	// Directed says this host directed its server's channels (the server
+	// was granted channels.lifecycle) when it accepted the message: how
+	// to judge it if its channel is gone by the time it is read.
+	Directed bool
 	// Body is the message as the server sent it (one element of
 	// channels/incoming's messages).
 	Body json.RawMessage

@@ -59,6 +59,14 @@ import (
 //     After. They cost every AddMessages two more index entries a
 //     message.
 //
+// Version 5:
+//
+//   - inbox.directed is store.Message.Directed: 1 when this host directed
+//     the message's server's channels (channels.lifecycle) as it accepted
+//     it, 0 when not (and for the messages version 4 kept, whose servers'
+//     grants are not known: the agent layer judges those as from a server
+//     that ran its own channels, should their channels be gone).
+//
 // Nothing in version 4 is for DB.Compact: it works on log's rowid (seq)
 // alone, and an index on log would only make it and Append slower. A
 // migration that adds a column to log adds it to logColumns too, which
@@ -101,11 +109,12 @@ var migrations = []string{
 	ALTER TABLE inbox ADD COLUMN feature_set TEXT NOT NULL DEFAULT '';`,
 	`CREATE INDEX inbox_server ON inbox (server, seq);
 	CREATE INDEX inbox_server_channel ON inbox (server, channel, seq);`,
+	`ALTER TABLE inbox ADD COLUMN directed INTEGER NOT NULL DEFAULT 0 CHECK (directed IN (0, 1));`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 func init() {
 	if len(migrations) != SchemaVersion {

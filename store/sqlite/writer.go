@@ -270,7 +270,7 @@ func (w *writer) stmts() []struct {
 		{&w.release, "RELEASE call"},
 		{&w.rollbackTo, "ROLLBACK TO call"},
 		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
 		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
 		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
 		{&w.dropCursor, `DELETE FROM cursors WHERE name = ?`},
@@ -485,7 +485,7 @@ func (w *writer) write(ctx context.Context, c *call) error {
 	c.seqs = make([]int64, len(c.msgs))
 	for i := range c.msgs {
 		m := &c.msgs[i]
-		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags), m.Kind, m.FeatureSet)
+		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags), m.Kind, m.FeatureSet, m.Directed)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()

@@ -184,6 +184,7 @@ func message(server, channel, id string, i int) store.Message {
 		MessageID: id,
 		ThreadID:  "thread-" + id,
 		Tags:      tags,
+		Directed:  i%3 == 0, // so both round-trip, apart from the tags
 		Body:      json.RawMessage(fmt.Sprintf(`{"id":%q,"n":%d}`, id, i)),
 		At:        at0.Add(time.Duration(i) * time.Millisecond),
 	}
