@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -34,7 +35,8 @@ func (r *Registry) ServerList(server string) protocol.ChannelsListResult {
 // so. A message already in the inbox is accepted again and kept once.
 // The caller has checked the channels.incoming grant current at receipt.
 func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMessage) (protocol.ChannelsIncomingResult, error) {
-	return r.receive(server, raw).commit(ctx, r)
+	in := r.receive(server, raw)
+	return in.answer(r, in.accept(r))
 }
 
 // received is a channels/incoming validated at receipt, not yet durable.
@@ -50,6 +52,7 @@ type received struct {
 func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 	in := &received{server: server, results: make([]protocol.IncomingResult, len(raw))}
 	now := r.opts.Now().UTC()
+	directed := r.directsLifecycle(server)
 	for i, m := range raw {
 		var msg struct {
 			ChannelID *string         `json:"channelId"`
@@ -79,25 +82,33 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 			continue
 		}
 		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
-			Tags: tags(msg.Tags), Body: m, At: now})
+			Tags: tags(msg.Tags), Directed: directed, Body: m, At: now})
 		in.at = append(in.at, i)
 	}
 	return in
 }
 
-// commit makes the accepted messages durable and answers.
-func (in *received) commit(ctx context.Context, r *Registry) (protocol.ChannelsIncomingResult, error) {
-	if len(in.msgs) > 0 {
-		if _, err := r.opts.Store.AddMessages(ctx, in.msgs); err != nil {
-			r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", err.Error())
-			return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
-		}
+// accept hands the accepted messages to the inbox, in receipt order: its
+// Seqs are taken here, before any concurrency.
+func (in *received) accept(r *Registry) <-chan inbox.Result {
+	if len(in.msgs) == 0 {
+		ch := make(chan inbox.Result, 1)
+		ch <- inbox.Result{}
+		return ch
+	}
+	return r.inbox.Accept(in.msgs)
+}
+
+// answer waits for the inbox's outcome and answers: the messages are
+// accepted once they are durable.
+func (in *received) answer(r *Registry, done <-chan inbox.Result) (protocol.ChannelsIncomingResult, error) {
+	res := <-done
+	if res.Err != nil {
+		r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", res.Err.Error())
+		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
 	}
 	for _, i := range in.at {
 		in.results[i].Accepted = true
-	}
-	if len(in.msgs) > 0 && r.opts.OnMessages != nil {
-		r.opts.OnMessages()
 	}
 	return protocol.ChannelsIncomingResult{Results: in.results}, nil
 }

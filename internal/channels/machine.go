@@ -104,6 +104,9 @@ type Ready struct {
 	Logs    []logOut
 	Notices []Notice
 	Replies []func()
+	// Registered: channels were registered (what waited on a
+	// registration may go).
+	Registered bool
 }
 
 // viewOut publishes a channel's state for readers; v nil forgets it.

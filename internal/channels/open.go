@@ -121,6 +121,12 @@ func (m *machine) ensureOpenSettled(c *chanState, source string, who caller, the
 	}
 	m.persist([]*chanState{c}, []store.Record{decisionRec(c, store.Open, source)}, func(recs []store.Record, ok bool) {
 		if !ok {
+			if source == SourceOpenedByReply {
+				// seeds/000: a reply's failed opening is told, this one
+				// too: the reply went out, and the channel stays closed.
+				m.notify(Notice{Kind: NoticeReplyOpenFailed, Cause: SourceOpenedByReply, Server: c.key.Server, Agent: who.agent,
+					Channels: []ChannelRef{{ID: c.key.Channel, Label: who.label}}, Tool: who.tool, Opening: true, Reason: textOpenUnrecordedReason})
+			}
 			then(openOutcome{err: errOpenUnrecorded, reason: textOpenUnrecordedReason})
 			return
 		}

@@ -140,6 +140,7 @@ func (m *machine) register(server string, descs []protocol.ChannelDescriptor, pr
 	results, accepted := m.add(server, descs, pre)
 	reg := &registration{server: server, chans: accepted, directs: m.directs(server)}
 	m.decideLifts(reg)
+	m.out.Registered = m.out.Registered || len(accepted) > 0
 	return results, reg
 }
 
@@ -195,6 +196,7 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 	results = append(results, added...)
 	reg := &registration{server: server, chans: accepted, retarget: retarget, directs: m.directs(server)}
 	m.decideLifts(reg)
+	m.out.Registered = m.out.Registered || len(accepted) > 0
 	return results, reg
 }
 

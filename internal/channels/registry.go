@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -90,10 +91,14 @@ type Options struct {
 	// by policy, delivery or reply; a reply's failed open). It is called
 	// from the registry's owner goroutine and must not block.
 	OnNotice func(Notice)
-	// OnMessages, if set, is called after inbound messages were added to
-	// the inbox (the agent layer reads them from there). It must not
-	// block.
-	OnMessages func()
+	// OnRegistered, if set, is called once a step made channels live (a
+	// message that waited for its channel's registration may go). It is
+	// called from the owner goroutine and must not block.
+	OnRegistered func()
+	// Inbox takes the accepted channels/incoming messages into the store's
+	// inbox (the agent layer reads them from there, woken by the inbox);
+	// nil makes one on Store, which Close closes.
+	Inbox *inbox.Inbox
 	// Now is the clock of records; nil means time.Now.
 	Now func() time.Time
 }
@@ -134,7 +139,10 @@ type Registry struct {
 	cancel   context.CancelFunc
 	io       sync.WaitGroup // lifecycle requests and compactions out
 	appendWG sync.WaitGroup // the append out (a wedged store may hold it past Close)
-	bg       sync.WaitGroup // acknowledgments, inbox writes
+	bg       sync.WaitGroup // acknowledgments
+	waits    sync.WaitGroup // channels/incoming answers waiting for the inbox
+	inbox    *inbox.Inbox
+	ownInbox bool
 	typingWG sync.WaitGroup // typing repeats: Close ends them, not waits for them
 }
 
@@ -160,6 +168,14 @@ func New(opts Options) (*Registry, error) {
 		events: make(chan func(*machine), 256), stopped: make(chan struct{}), closing: make(chan struct{}),
 		conns: map[string]*serverState{}, views: map[Key]*view{}}
 	r.m = newMachine(r.has, r.describe)
+	r.inbox = opts.Inbox
+	if r.inbox == nil {
+		var err error
+		if r.inbox, err = inbox.New(inbox.Options{Store: opts.Store, Logger: opts.Logger}); err != nil {
+			return nil, err
+		}
+		r.ownInbox = true
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	err := opts.Store.Replay(context.Background(), func(rec store.Record) error {
 		r.m.replay(rec)
@@ -168,6 +184,9 @@ func New(opts Options) (*Registry, error) {
 	if err != nil {
 		r.cancel()
 		r.limits.Close()
+		if r.ownInbox {
+			r.inbox.Close()
+		}
 		return nil, fmt.Errorf("channels: replaying the decision log: %w", err)
 	}
 	r.carry(r.m.ready())
@@ -292,6 +311,9 @@ func (r *Registry) carry(rd Ready) {
 	for _, fn := range rd.Replies {
 		fn()
 	}
+	if rd.Registered && r.opts.OnRegistered != nil {
+		r.opts.OnRegistered()
+	}
 }
 
 // append makes a batch durable and steps its end back in. Not r.ctx: a
@@ -394,6 +416,10 @@ func (r *Registry) Close() {
 		<-r.stopped
 		r.io.Wait()
 		r.bg.Wait()
+		r.waits.Wait()
+		if r.ownInbox {
+			r.inbox.Close()
+		}
 		r.typingWG.Wait()
 		r.limits.Close()
 	})
@@ -419,6 +445,19 @@ func (r *Registry) waitIdle(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// reserveWait counts a wait for the inbox that Close waits for (the inbox
+// answers every message it took, so it ends), unless Close has begun; it
+// reports whether it did. The caller calls r.waits.Done when it ends.
+func (r *Registry) reserveWait() bool {
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.bgClosed {
+		return false
+	}
+	r.waits.Add(1)
+	return true
 }
 
 // isClosing reports whether Close has begun.

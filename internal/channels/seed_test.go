@@ -366,7 +366,7 @@ func TestChannelOpenDecisionOutlivesFailure(t *testing.T) {
 		opening := rg.toolAsync(ToolOpen, `{"channelId":"c"}`)
 		rg.srv.expect("open", "c").fail("no room")
 		res := recv(t, opening)
-		want := "Failed to open channel: the server answered: no room. (it stays selected for opening: a later delivery or reconnect tries again, and channel_close withdraws that)"
+		want := "Failed to open channel: the server answered: no room (it stays selected for opening: a later delivery or reconnect tries again, and channel_close withdraws that)"
 		if res.Text() != want {
 			t.Errorf("channel_open = %q\nwant %q", res.Text(), want)
 		}

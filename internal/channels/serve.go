@@ -68,26 +68,30 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 			r.log.Warn("channels/incoming sent as a notification: dropped, since acceptance can't be reported", "server", server, "messages", len(p.Messages))
 			return nil, nil, true
 		}
-		// Validated at receipt, here; answered from a goroutine of its
-		// own once the messages are durable: the connection's dispatch
-		// goes on, so a server's requests in flight share the store's
-		// commits. The request's bytes stay counted against the
-		// connection's inbound budget until it is answered, which bounds
-		// what a flood can hold.
+		// Validated at receipt, and handed to the inbox, here, on the
+		// connection's dispatch: the inbox's order is the order the
+		// server sent them in. Answered from a goroutine of its own once
+		// they are durable, so the dispatch goes on and a server's
+		// requests in flight share the inbox's commits. The request's
+		// bytes stay counted against the connection's inbound budget until
+		// it is answered, which bounds what a flood can hold.
+		if !r.reserveWait() {
+			req.Defer()(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
+			return nil, nil, true
+		}
 		in := r.receive(server, p.Messages)
+		done := in.accept(r)
 		release, reply := req.Hold(), req.Defer()
-		if !r.goBackground(func() {
+		go func() {
+			defer r.waits.Done()
 			defer release()
-			res, err := in.commit(ctx, r)
+			res, err := in.answer(r, done)
 			if err != nil {
 				reply(nil, err)
 				return
 			}
 			reply(res, nil)
-		}) {
-			release()
-			reply(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
-		}
+		}()
 		return nil, nil, true
 	}
 	return nil, nil, false

@@ -70,9 +70,10 @@ const (
 )
 
 // textOpenFailed is channel_open's failure: its decision outlives the
-// failed round-trip.
+// failed round-trip. The reason's final period goes, as the sentence goes
+// on.
 func textOpenFailed(reason string) string {
-	return "Failed to open channel: " + reason + " (it stays selected for opening: a later delivery or reconnect tries again, and channel_close withdraws that)"
+	return "Failed to open channel: " + trimPeriod(reason) + " (it stays selected for opening: a later delivery or reconnect tries again, and channel_close withdraws that)"
 }
 
 func textCloseFailed(reason string) string { return "Failed to close channel: " + reason }

@@ -110,9 +110,11 @@ type ListedChannel struct {
 	Desired   string `json:"desired"`
 	ServerID  string `json:"serverId"`
 	// Lifecycle says its server takes channels/open and channels/close
-	// (it is granted channels.lifecycle); Channel sets it, channel_list
-	// doesn't show it.
-	Lifecycle bool `json:"-"`
+	// (it is granted channels.lifecycle); Registered that its server has
+	// it registered now. Channel sets them; channel_list doesn't show
+	// them.
+	Lifecycle  bool `json:"-"`
+	Registered bool `json:"-"`
 }
 
 // Channels returns the registered channels, as channel_list shows them.
@@ -435,7 +437,7 @@ func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
 	}
 	if v.registered {
 		d := v.desc
-		ch.Type, ch.Label, ch.Direction = d.Type, d.Label, d.Direction
+		ch.Type, ch.Label, ch.Direction, ch.Registered = d.Type, d.Label, d.Direction, true
 	}
 	ch.Lifecycle = r.directsLifecycle(server)
 	if ch.Desired == "unknown" && v.registered && ch.Lifecycle {
