@@ -12,6 +12,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/model"
 	"github.com/mcpl-go/mcpl/internal/model/provider"
 	"github.com/mcpl-go/mcpl/internal/session"
@@ -55,7 +56,6 @@ func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
 		Agents:     specs,
 		PerChannel: cfg.Conversations == config.ConversationsPerChannel,
 		Transcript: h.transcript,
-		Hold:       h.settled,
 		Logger:     h.log,
 	})
 	if err != nil {
@@ -118,6 +118,8 @@ func (e agentEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 	return e.h.channels.Channel(server, id)
 }
 
+func (e agentEnv) Connected(server string) time.Time { return e.h.connectedSince(server) }
+
 func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string) channels.PublishOutcome {
 	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
 	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
@@ -156,11 +158,19 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 	}
 	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
 		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: time.Now().UTC()}
-	if _, err := h.store.AddMessages(ctx, []store.Message{m}); err != nil {
-		h.log.Error("a push event could not be stored", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+	// Through the inbox's one writer, in receipt order with the server's
+	// channel messages; its commit wakes the agents. The answer waits
+	// for it, here on the connection's dispatch.
+	var res inbox.Result
+	select {
+	case res = <-h.inbox.Accept([]store.Message{m}):
+	case <-ctx.Done():
+		return protocol.PushEventResult{}, ctx.Err()
+	}
+	if res.Err != nil {
+		h.log.Error("a push event could not be stored", "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
 		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
 	}
-	set.rt.Wake()
 	return protocol.PushEventResult{Accepted: true}, nil
 }
 

@@ -25,7 +25,7 @@ servers:
       enable: [tools, "channels.*", pushEvents, modelInfo, inferenceLifecycle, inferenceRequest, inferenceRequest.streaming, contextHooks.beforeInference.observe, contextHooks.beforeInference.inject.system]
 agents:
   - name: ada
-    model: {provider: PROVIDER, model: test-model, baseURL: BASEURL, apiKeyEnv: TEST_MODEL_KEY, contextWindow: 1000}
+    model: {provider: PROVIDER, model: test-model, baseURL: BASEURL, apiKeyEnv: TEST_MODEL_KEY, contextWindow: 100000}
     system: You are Ada.
 inference:
   - {server: chat, agent: ada}
@@ -142,7 +142,7 @@ func TestServerInitiatedInference(t *testing.T) {
 	}
 	var info struct{ Result map[string]any }
 	json.Unmarshal([]byte(r.must("chat--model_info", `{}`)), &info)
-	if info.Result["id"] != "test-model" || info.Result["vendor"] != "anthropic" || info.Result["contextWindow"] != float64(1000) {
+	if info.Result["id"] != "test-model" || info.Result["vendor"] != "anthropic" || info.Result["contextWindow"] != float64(100000) {
 		t.Errorf("model/info = %+v", info)
 	}
 	// A hook that asks for inference is refused (SPEC §10.7): its answer,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -240,7 +241,7 @@ func TestAgentEchoesInOpenChannel(t *testing.T) {
 		t.Errorf("turn_start = %+v", got)
 	}
 	shown := find(evs, agent.EventShown)
-	if len(shown) != 1 || shown[0].Text != "[#a (a) on chat · Ada · addressed to you · message m1]\nhello there" {
+	if len(shown) != 1 || unstamp(shown[0].Text) != "[#a (a) on chat · Ada · addressed to you · message m1]\nhello there" || !stamp.MatchString(shown[0].Text) {
 		t.Errorf("shown = %+v", shown)
 	}
 	sp := find(evs, agent.EventSpeech)
@@ -276,10 +277,16 @@ func TestAgentEchoesInOpenChannel(t *testing.T) {
 		t.Errorf("history roles = %v", roles)
 	}
 	cur, _ := st.Cursors(context.Background())
-	if cur["agent/ada"] == 0 {
+	if cur["agent/ada/chat"] == 0 {
 		t.Errorf("cursors = %v", cur)
 	}
 }
+
+// stamp is the time a header says its message came; unstamp leaves it
+// out, for headers compared whole.
+var stamp = regexp.MustCompile(` · at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]`)
+
+func unstamp(s string) string { return stamp.ReplaceAllString(s, "]") }
 
 // scriptConfig runs ada on the script ada.yaml.
 const scriptConfig = `
@@ -311,7 +318,7 @@ steps:
 2. Join without replying: call channel_open with channelId "b" and serverId "chat".
 3. Stay out: call channel_decline with channelId "b", serverId "chat" and messageId "m1".
 Doing nothing is also fine.`
-	if want := "[#b (b) on chat · Ada · addressed to you · message m1]\n" + invitation + "\ncome to b"; shown != want {
+	if want := "[#b (b) on chat · Ada · addressed to you · message m1]\n" + invitation + "\ncome to b"; unstamp(shown) != want {
 		t.Errorf("shown:\n%s\nwant:\n%s", shown, want)
 	}
 	tools := find(evs, agent.EventTool)
@@ -451,7 +458,7 @@ func TestAgentPushEventIsATurn(t *testing.T) {
 	if w := find(evs, agent.EventTurnStart)[0].WokenBy; len(w) != 1 || w[0].Kind != "push" || w[0].MessageID != "e1" {
 		t.Errorf("woken by %+v", w)
 	}
-	if s := find(evs, agent.EventShown)[0].Text; s != "[event from chat · test.agent · event e1]\nbuild failed" {
+	if s := find(evs, agent.EventShown)[0].Text; unstamp(s) != "[event from chat · test.agent · event e1]\nbuild failed" || !stamp.MatchString(s) {
 		t.Errorf("shown = %q", s)
 	}
 	notes := find(evs, agent.EventNotice)

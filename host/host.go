@@ -64,6 +64,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/fetchref"
 	"github.com/mcpl-go/mcpl/internal/hooks"
+	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/inference"
 	"github.com/mcpl-go/mcpl/internal/metrics"
 	"github.com/mcpl-go/mcpl/internal/session"
@@ -109,7 +110,10 @@ type Host struct {
 	refs     *content.Refs // the references servers delivered (RFC-005)
 	fetcher  *fetchref.Fetcher
 	store    store.Store
-	ownStore store.Store // a store New made, closed by Close
+	ownStore store.Store  // a store New made, closed by Close
+	inbox    *inbox.Inbox // the inbox's one writer
+	// connected is when each server's current connection came up.
+	connected map[string]time.Time
 	// transcript writes the agents' turns, and hands them to activity.
 	transcript *agent.Transcript
 	activity   activity          // what the agents did, for Agents and metrics
@@ -171,6 +175,7 @@ func New(opts Options) (*Host, error) {
 		connecting: map[string]bool{},
 		prefixes:   map[string]string{},
 		gone:       map[string]string{},
+		connected:  map[string]time.Time{},
 		settled:    make(chan struct{}),
 	}
 	st := opts.Store
@@ -188,6 +193,13 @@ func New(opts Options) (*Host, error) {
 		h.metrics, h.activity.metrics = m, m
 	}
 	h.transcript = agent.NewTappedTranscript(opts.Transcript, h.activity.record)
+	// The inbox's one writer: channels/incoming and push/event alike go
+	// through it, in receipt order, and each commit wakes the agents once.
+	in, err := inbox.New(inbox.Options{Store: st, Logger: log, OnCommit: func(int64) { h.wakeAgents() }})
+	if err != nil {
+		return nil, err
+	}
+	h.inbox = in
 	reg, err := channels.New(channels.Options{
 		Store:    st,
 		Logger:   log,
@@ -198,13 +210,11 @@ func New(opts Options) (*Host, error) {
 				set.rt.Notice(n)
 			}
 		},
-		OnMessages: func() {
-			if set := h.running(); set != nil {
-				set.rt.Wake()
-			}
-		},
+		OnRegistered: h.wakeAgents,
+		Inbox:        h.inbox,
 	})
 	if err != nil {
+		h.inbox.Close()
 		return nil, err
 	}
 	h.channels = reg
@@ -416,6 +426,10 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Logger:   h.log,
 		Observer: h.metrics.Server(cfg.ID),
 		OnConnect: func(s *session.Session) {
+			h.mu.Lock()
+			h.connected[cfg.ID] = time.Now()
+			h.mu.Unlock()
+			h.wakeAgents()
 			// Every connection lists the tools: until the server is
 			// registered, connectMarked does; after that, this does. The
 			// first connection is not always the first connect's: with
@@ -429,6 +443,9 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 			}
 		},
 		OnDisconnect: func(s *session.Session, willReconnect bool) {
+			h.mu.Lock()
+			delete(h.connected, cfg.ID)
+			h.mu.Unlock()
 			// The server's registrations end with its connection; after a
 			// reconnect it registers them again. Decisions stay.
 			h.channels.Disconnected(cfg.ID, !willReconnect)
@@ -565,6 +582,12 @@ func (h *Host) Close() error {
 	// Lifecycle work in flight finishes first (it needs the sessions),
 	// within channels.DrainTimeout.
 	h.channels.Close()
+	if set != nil {
+		// The notices the drain gave agents whose loops had ended are
+		// recorded, for their next start.
+		set.rt.Close()
+	}
+	h.inbox.Close()
 	h.cancel()
 	// A connect that ends now finds the host closed and closes its own
 	// session.
@@ -584,6 +607,22 @@ func (h *Host) Close() error {
 		return h.ownStore.Close()
 	}
 	return nil
+}
+
+// wakeAgents tells the agents the inbox has new messages, or that what a
+// waiting message waits on changed (a registration, a connection).
+func (h *Host) wakeAgents() {
+	if set := h.running(); set != nil {
+		set.rt.Wake()
+	}
+}
+
+// connectedSince is when server's current connection came up; zero when
+// it is not connected.
+func (h *Host) connectedSince(server string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.connected[server]
 }
 
 // goBackground runs f on a goroutine Close waits for, unless the host is

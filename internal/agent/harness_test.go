@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -37,6 +38,8 @@ type fakeEnv struct {
 	streams map[string]bool
 	signals []string // "typing start s/c", "chunk s/c 0 Hel", "complete s/c Hello", "seen s/c m1"
 	seen    bool     // record Seen in signals
+	// connected overrides Connected for a server.
+	connected map[string]time.Time
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
@@ -53,7 +56,7 @@ type envCall struct {
 type publication struct{ Agent, Server, Channel, Text string }
 
 func newEnv(toolNames ...string) *fakeEnv {
-	e := &fakeEnv{chans: map[[2]string]channels.ListedChannel{}, silences: map[string]bool{}, gates: map[string]chan struct{}{}, answers: map[string]ToolAnswer{}}
+	e := &fakeEnv{chans: map[[2]string]channels.ListedChannel{}, silences: map[string]bool{}, gates: map[string]chan struct{}{}, answers: map[string]ToolAnswer{}, connected: map[string]time.Time{}}
 	for _, n := range toolNames {
 		e.tools = append(e.tools, model.Tool{Name: n, Description: "the " + n + " tool", InputSchema: json.RawMessage(`{"type":"object"}`)})
 	}
@@ -64,7 +67,18 @@ func newEnv(toolNames ...string) *fakeEnv {
 func (e *fakeEnv) channel(server, id, desired string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.chans[[2]string{server, id}] = channels.ListedChannel{ID: id, Label: "#" + id, Desired: desired, ServerID: server}
+	e.chans[[2]string{server, id}] = channels.ListedChannel{ID: id, Label: "#" + id, Desired: desired, ServerID: server, Registered: true}
+}
+
+// Connected is when server connected: long ago (its registrations are
+// settled), unless the test set it (the zero time: not connected).
+func (e *fakeEnv) Connected(server string) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t, ok := e.connected[server]; ok {
+		return t
+	}
+	return time.Unix(0, 0)
 }
 
 // gate makes calls of tool wait until the returned func is called.
@@ -393,6 +407,17 @@ func (h *harness) cursors() map[string]int64 {
 		h.t.Fatal(err)
 	}
 	return c
+}
+
+// cursor is agent's position in server's messages as the store has it:
+// its cursor there, else its base.
+func (h *harness) cursor(agent, server string) int64 {
+	h.t.Helper()
+	c := h.cursors()
+	if v, ok := c[serverCursorName(agent, server)]; ok {
+		return v
+	}
+	return c[cursorName(agent)]
 }
 
 // history reads conversation's recorded messages.

@@ -58,32 +58,6 @@ func appendMessage(h []model.Message, m model.Message) []model.Message {
 	return append(h, m)
 }
 
-// context is what the model is sent: the newest part of the history, then
-// the turn's messages, merged where roles repeat. The history is cut at
-// MaxHistory messages, where a user message starts that answers no tool
-// call, so that no tool result is left without its call.
-func (r *runner) context(turn []model.Message) []model.Message {
-	var out []model.Message
-	h := r.history
-	if len(h) > MaxHistory {
-		h = h[len(h)-MaxHistory:]
-		for len(h) > 0 && (h[0].Role != model.User || startsWithResult(h[0])) {
-			h = h[1:]
-		}
-	}
-	for _, m := range h {
-		out = appendMessage(out, m)
-	}
-	for _, m := range turn {
-		out = appendMessage(out, m)
-	}
-	return out
-}
-
-func startsWithResult(m model.Message) bool {
-	return len(m.Content) > 0 && m.Content[0].Type == model.ToolResult
-}
-
 // joinSystem adds system injections to the system prompt, as text.
 func joinSystem(system string, inj []model.Block) string {
 	parts := []string{}

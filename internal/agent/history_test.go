@@ -71,10 +71,16 @@ func longHistory(n int) []model.Message {
 	return h
 }
 
+// historyRunner is a runner with history h, on a model with the default
+// window.
+func historyRunner(h []model.Message) *runner {
+	return &runner{history: h, spec: Spec{Model: &fakeModel{}}}
+}
+
 func TestContextKeepsAShortHistory(t *testing.T) {
 	h := longHistory(MaxHistory)
-	r := &runner{history: h}
-	got := r.context([]model.Message{user(textBlock("now"))})
+	r := historyRunner(h)
+	got := r.context([]model.Message{user(textBlock("now"))}, "", nil)
 	if len(got) != MaxHistory+1 || got[0].Content[0].Text != "u0" || got[MaxHistory].Content[0].Text != "now" {
 		t.Errorf("context of %d messages: %d messages, first %+v, last %+v", MaxHistory, len(got), got[0], got[len(got)-1])
 	}
@@ -84,8 +90,10 @@ func TestContextTrims(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		h    []model.Message
-		// first is the first message the model is sent.
+		// first is the first message the model is sent, after the line
+		// that says how many were left out.
 		first string
+		left  int
 	}{
 		{
 			// The cut lands on an assistant message: it starts at the
@@ -93,22 +101,24 @@ func TestContextTrims(t *testing.T) {
 			name:  "at an assistant message",
 			h:     longHistory(MaxHistory + 1),
 			first: fmt.Sprintf("u%d", 2),
+			left:  2,
 		},
 		{
 			// The cut lands on a user message: it starts there.
 			name:  "at a user message",
 			h:     longHistory(MaxHistory + 2),
 			first: "u2",
+			left:  2,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &runner{history: tc.h}
-			got := r.context(nil)
+			r := historyRunner(tc.h)
+			got := r.context(nil, "", nil)
 			if len(got) > MaxHistory {
 				t.Errorf("%d messages sent, more than MaxHistory", len(got))
 			}
-			if got[0].Role != model.User || got[0].Content[0].Text != tc.first {
-				t.Errorf("first message %+v, want the user's %q", got[0], tc.first)
+			if got[0].Role != model.User || got[0].Content[0].Text != textHistoryLeftOut(tc.left) || got[0].Content[1].Text != tc.first {
+				t.Errorf("first message %+v, want the line that %d were left out, then the user's %q", got[0], tc.left, tc.first)
 			}
 			if last := got[len(got)-1]; last.Content[0].Text != tc.h[len(tc.h)-1].Content[0].Text {
 				t.Errorf("last message %+v, want the history's newest", last)
@@ -131,9 +141,9 @@ func TestContextNeverStartsWithAToolResult(t *testing.T) {
 	if h[len(h)-MaxHistory].Role != model.User || !startsWithResult(h[len(h)-MaxHistory]) {
 		t.Fatalf("set-up: the cut is at %+v, want the tool result", h[len(h)-MaxHistory])
 	}
-	r := &runner{history: h}
-	got := r.context([]model.Message{assistant(textBlock("turn"))})
-	if got[0].Role != model.User || startsWithResult(got[0]) || got[0].Content[0].Text != "fresh" {
+	r := historyRunner(h)
+	got := r.context([]model.Message{assistant(textBlock("turn"))}, "", nil)
+	if got[0].Role != model.User || startsWithResult(got[0]) || got[0].Content[1].Text != "fresh" {
 		t.Errorf("context starts with %+v, want the user message %q", got[0], "fresh")
 	}
 	if last := got[len(got)-1]; last.Role != model.Assistant || last.Content[len(last.Content)-1].Text != "turn" {
@@ -146,8 +156,8 @@ func TestContextNeverStartsWithAToolResult(t *testing.T) {
 func TestContextMergesTheTurnWithoutTouchingHistory(t *testing.T) {
 	content := make([]model.Block, 1, 8)
 	content[0] = textBlock("notice")
-	r := &runner{history: []model.Message{user(textBlock("hi")), assistant(textBlock("hello")), {Role: model.User, Content: content}}}
-	got := r.context([]model.Message{user(textBlock("shown")), assistant(textBlock("answer"))})
+	r := historyRunner([]model.Message{user(textBlock("hi")), assistant(textBlock("hello")), {Role: model.User, Content: content}})
+	got := r.context([]model.Message{user(textBlock("shown")), assistant(textBlock("answer"))}, "", nil)
 	want := []model.Message{user(textBlock("hi")), assistant(textBlock("hello")), user(textBlock("notice"), textBlock("shown")), assistant(textBlock("answer"))}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -17,196 +17,30 @@ import (
 	"github.com/mcpl-go/mcpl/store"
 )
 
-// runner is one agent or fork: its conversation, its queue of inbox
-// messages, and the notices it hasn't read yet.
-type runner struct {
-	rt   *Runtime
-	spec Spec
-	name string  // the conversation's name: the agent's, or the fork's
-	home forkKey // a fork's channel; zero for an agent
-	fork bool
-
-	signal chan struct{}
-	// start is the inbox position consumed when the runner was made: the
-	// dispatcher skips what is at or below it.
-	start int64
-
-	mu      sync.Mutex
-	queue   []store.Message
-	notices []string
-	done    bool // its loop has ended: notices are recorded as they come
-
-	late sync.Mutex // serializes the records made after the loop ended
-
-	// The loop's own, not shared:
-	cursor  int64           // the inbox position recorded as consumed
-	history []model.Message // the conversation, as recorded
-	turns   int64           // turns recorded so far
-}
-
-func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, cursor int64) (*runner, error) {
-	r := &runner{rt: rt, spec: s, name: name, home: home, fork: home != forkKey{}, signal: make(chan struct{}, 1), cursor: cursor, start: cursor}
-	if err := r.load(ctx); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func (r *runner) reader() Reader {
-	rd := Reader{Name: r.name, Allowed: r.spec.Allowed}
-	if r.fork {
-		rd.Home, rd.HomeServer = r.home.channel, r.home.server
-	} else {
-		rd.Forked = r.rt.opts.PerChannel
-	}
-	return rd
-}
-
-func (r *runner) poke() {
-	select {
-	case r.signal <- struct{}{}:
-	default:
-	}
-}
-
-// enqueue hands the runner an inbox message it hasn't consumed.
-func (r *runner) enqueue(m store.Message) {
-	if m.Seq <= r.start {
-		return
-	}
-	r.mu.Lock()
-	r.queue = append(r.queue, m)
-	r.mu.Unlock()
-	r.poke()
-}
-
-// notice gives the runner a notice to read; it doesn't wake it to think.
-// Once its loop has ended (the host is stopping), the notice is recorded
-// at once, so that the agent reads it at the next start.
-func (r *runner) notice(text string) {
-	r.mu.Lock()
-	if r.done {
-		r.mu.Unlock()
-		r.recordLate([]string{text})
-		return
-	}
-	r.notices = append(r.notices, text)
-	r.mu.Unlock()
-	r.poke()
-}
-
-// finish ends the runner's loop: the notices it hasn't read are recorded.
-func (r *runner) finish() {
-	r.mu.Lock()
-	r.done = true
-	pending := r.notices
-	r.notices = nil
-	r.mu.Unlock()
-	r.recordLate(pending)
-}
-
-// recordLate records notices after the loop ended.
-func (r *runner) recordLate(texts []string) {
-	if len(texts) == 0 {
-		return
-	}
-	r.late.Lock()
-	defer r.late.Unlock()
-	t := r.newTurn(context.Background(), r.cursor)
-	t.index = r.turns
-	t.addNotices(texts)
-	t.flushNotices()
-	t.record("")
-}
-
-func (r *runner) takeNotices() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.notices
-	r.notices = nil
-	return n
-}
-
-func (r *runner) takeBatch() []store.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := min(len(r.queue), MaxBatch)
-	b := r.queue[:n:n]
-	r.queue = r.queue[n:]
-	return b
-}
-
-func (r *runner) loop(ctx context.Context) {
-	defer r.finish()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.rt.stopping:
-			return
-		case <-r.signal:
-		}
-		for ctx.Err() == nil && !r.rt.isStopping() {
-			batch := r.takeBatch()
-			notices := r.takeNotices()
-			if len(batch) == 0 && len(notices) == 0 {
-				break
-			}
-			r.handle(ctx, batch, notices)
-		}
-	}
-}
-
-// handle shows the agent what of batch is for it, with the notices, and
-// runs a turn if any of it wakes the agent; else it records the notices
-// and the consumed position.
-func (r *runner) handle(ctx context.Context, batch []store.Message, notices []string) {
-	var items []item
-	last := r.cursor
-	for _, m := range batch {
-		last = max(last, m.Seq)
-		if it, ok := r.show(m); ok {
-			items = append(items, it)
-		}
-	}
-	if len(items) == 0 {
-		// Nothing wakes it: the notices go in between turns.
-		t := r.newTurn(ctx, last)
-		t.index = r.turns
-		t.addNotices(notices)
-		t.flushNotices()
-		t.record("")
-		return
-	}
-	t := r.newTurn(ctx, last)
-	t.run(items, notices)
-}
-
-// show decides whether the agent sees m, and how.
-func (r *runner) show(m store.Message) (item, bool) {
+// show decides whether the agent sees m, judged by v, and how.
+func (r *runner) show(m store.Message, v verdict) (item, bool) {
 	if m.Kind == store.KindPushEvent {
 		if r.fork {
 			return item{}, false
 		}
-		return r.rt.renderPush(m), true
+		return r.renderPush(m), true
 	}
 	if r.rt.opts.PerChannel && !r.fork {
 		return item{}, false // its fork's
 	}
-	ch, known := r.rt.opts.Env.Channel(m.Server, m.Channel)
-	shown, open := shows(m, ch, known)
+	shown, open := v.shows(m)
 	if !shown {
 		return item{}, false
 	}
-	return r.rt.renderMessage(m, ch, open, r.reader()), true
+	return r.renderMessage(m, v, open), true
 }
 
 // turn is one turn of a runner, from what woke it to its record.
 type turn struct {
 	r     *runner
 	ctx   context.Context
-	index int64 // 1-based
-	last  int64 // the inbox position consumed once recorded
+	index int64      // 1-based
+	sel   *selection // what it read: the positions consumed once recorded
 
 	msgs    []model.Message // this turn's messages, recorded at its end
 	pending []model.Block   // notices and outcomes not yet in msgs
@@ -219,8 +53,8 @@ type turn struct {
 	acted atomic.Bool
 }
 
-func (r *runner) newTurn(ctx context.Context, last int64) *turn {
-	return &turn{r: r, ctx: ctx, index: r.turns + 1, last: last}
+func (r *runner) newTurn(ctx context.Context, sel *selection) *turn {
+	return &turn{r: r, ctx: ctx, index: r.turns + 1, sel: sel}
 }
 
 func (t *turn) event(ev Event) {
@@ -265,7 +99,8 @@ func (t *turn) appendUser(blocks ...model.Block) {
 
 // run runs the turn: the items and notices become the agent's message,
 // then model calls and tool rounds until the model ends its turn.
-func (t *turn) run(items []item, notices []string) {
+func (t *turn) run(sel *selection, notices []string) {
+	items := sel.items
 	var wakes []Wake
 	for _, it := range items {
 		wakes = append(wakes, it.wake)
@@ -286,6 +121,9 @@ func (t *turn) run(items []item, notices []string) {
 	t.addNotices(notices)
 	t.flushNotices()
 	var shown []model.Block
+	if line := sel.leftOut(); line != "" {
+		shown = append(shown, model.Block{Type: model.Text, Text: line})
+	}
 	for _, it := range items {
 		shown = append(shown, it.shown(t.locus)...)
 	}
@@ -419,8 +257,8 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 	r := t.r
 	info := r.spec.Model.Info()
 	inf := Inference{ID: newInferenceID(), Conversation: r.name, TurnIndex: int(t.index - 1), UserMessage: userText, Model: info}
-	msgs := r.context(t.msgs)
 	system := r.spec.System
+	msgs := r.context(t.msgs, system, tools)
 	var life Lifecycle
 	if h := r.rt.opts.Hooks; h != nil {
 		sys, before, after := h.Before(t.ctx, inf)
@@ -491,13 +329,22 @@ func (t *turn) record(reason string) {
 		entries = append(entries, transcriptEntry(ev))
 	}
 	cursors := map[string]int64{}
-	if t.last > r.cursor {
-		cursors[cursorName(r.name)] = t.last
+	if t.sel != nil {
+		for server, pos := range t.sel.consumed {
+			if pos <= r.cursor(server) {
+				continue
+			}
+			if r.fork {
+				cursors[cursorName(r.name)] = pos
+			} else {
+				cursors[serverCursorName(r.name, server)] = pos
+			}
+		}
 	}
 	if len(entries) == 0 && len(cursors) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), storeWait)
 	defer cancel()
 	if _, err := r.rt.opts.Store.Record(ctx, entries, cursors); err != nil {
 		// The messages stay unconsumed in the store: the next start shows
@@ -507,7 +354,21 @@ func (t *turn) record(reason string) {
 	for _, m := range t.msgs {
 		r.history = appendMessage(r.history, m)
 	}
-	r.cursor = max(r.cursor, t.last)
+	if t.sel != nil {
+		for server, pos := range t.sel.consumed {
+			if pos <= r.cursor(server) {
+				continue
+			}
+			if r.fork {
+				r.base = pos
+				r.mu.Lock()
+				r.at = pos
+				r.mu.Unlock()
+			} else {
+				r.cursors[server] = pos
+			}
+		}
+	}
 	r.turns = index
 }
 

@@ -51,8 +51,8 @@ func TestPerChannelRouting(t *testing.T) {
 			t.Errorf("published %+v", pubs)
 		}
 		c := h.cursors()
-		if c["agent/ada"] != g1.Seq || c["agent/"+forkGeneral] != g1.Seq {
-			t.Errorf("cursors %v; want both at %d", c, g1.Seq)
+		if c[routeCursorName("chat")] != g1.Seq || c["agent/"+forkGeneral] != g1.Seq {
+			t.Errorf("cursors %v; want the router's and the fork's at %d", c, g1.Seq)
 		}
 		rd, ok := h.rt.Readers()[forkGeneral]
 		if !ok || rd.Home != "general" || rd.Name != forkGeneral {
@@ -83,7 +83,7 @@ func TestPerChannelRouting(t *testing.T) {
 		if _, ok := h.rt.Readers()["ada@chat/quiet"]; ok {
 			t.Error("a fork for a closed channel's unaddressed message")
 		}
-		if c := h.cursors()["agent/ada"]; c != q.Seq {
+		if c := h.cursor("ada", "chat"); c != q.Seq {
 			t.Errorf("cursor agent/ada = %d, want %d", c, q.Seq)
 		}
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -12,7 +13,8 @@ import (
 )
 
 // An inbox message becomes part of the agent's user message: a header
-// line (where it came from, who wrote it, its thread and id), for an
+// line (where it came from, who wrote it, its thread, its id and when it
+// came), for an
 // addressed message from a channel that isn't open the invitation, then
 // its content as the content layer renders it. The message's own text is
 // the last text block, so the scripted model's echo repeats it.
@@ -23,10 +25,26 @@ type item struct {
 	wake      Wake
 	locus     *forkKey // the channel a reply goes to; nil for a push event
 	addressed bool
+	// seq is its place in the inbox; from is where it came from, for the
+	// line that counts what a turn left out; tokens is what it costs.
+	seq    int64
+	from   origin
+	tokens int
 	// invite is the invitation's words, for an addressed message from a
 	// channel that isn't open: rendered once the turn's locus is known.
 	invite func(here bool) string
 }
+
+// origin is where items came from: a channel (where names it), or a
+// server's push events.
+type origin struct {
+	where  string
+	events bool
+}
+
+// waking reports whether the item is one a turn would be woken by for
+// itself: a message that addresses the agent, or a push event.
+func (it item) waking() bool { return it.addressed || it.locus == nil }
 
 // shown is what the agent is shown of the item, in a turn whose prose
 // goes to locus.
@@ -48,14 +66,23 @@ type body struct {
 	} `json:"payload"`
 }
 
-func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, open bool, rd Reader) item {
+// renderMessage renders a channel message, judged by v, for r: its
+// header (where, who, the thread, whether it addresses r, its id, when it
+// came), the invitation of an addressed message from a channel that isn't
+// open, and its content as the content layer shows it, cut to what one
+// message may show.
+func (r *runner) renderMessage(m store.Message, v verdict, open bool) item {
 	var it item
 	var b body
 	json.Unmarshal(m.Body, &b)
 	author := authorName(b.Author)
-	where := channelRef(ch, m.Channel)
+	where := channelRef(v.ch, m.Channel)
 	isAddressed := addressed(m.Tags)
-	head := "[" + where + " on " + content.Clean(m.Server) + " · " + author
+	place := where + " on " + content.Clean(m.Server)
+	if v.gone {
+		place += " (no longer registered)"
+	}
+	head := "[" + place + " · " + author
 	if m.ThreadID != "" {
 		head += " · thread " + content.Clean(m.ThreadID)
 	}
@@ -64,29 +91,45 @@ func (rt *Runtime) renderMessage(m store.Message, ch channels.ListedChannel, ope
 	} else {
 		head += " · message "
 	}
-	head += content.Clean(m.MessageID) + "]"
+	head += content.Clean(m.MessageID) + stamp(m) + "]"
 	blocks := []model.Block{{Type: model.Text, Text: head}}
 	if isAddressed && !open {
+		rd := r.reader()
 		it.invite = func(here bool) string {
 			return textInvitation(author, where, m.Server, m.Channel, m.MessageID, here, rd)
 		}
 	}
 	raw, _ := content.Blocks(b.Content)
-	it.blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw))...)
+	parts := cut(Parts(r.rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw)), r.messageBound())
+	it.blocks = append(blocks, parts...)
 	it.wake = Wake{Kind: "channel", Server: m.Server, Channel: m.Channel, MessageID: m.MessageID}
 	it.locus = &forkKey{m.Server, m.Channel}
 	it.addressed = isAddressed
+	it.from = origin{where: where}
+	it.tokens = blocksTokens(it.blocks)
 	return it
 }
 
-func (rt *Runtime) renderPush(m store.Message) item {
+// stamp is when the message came, as its header says it: " · at
+// 2026-12-01T14:03:05Z" (UTC, to the second); "" when unknown.
+func stamp(m store.Message) string {
+	if m.At.IsZero() {
+		return ""
+	}
+	return " · at " + m.At.UTC().Format(time.RFC3339)
+}
+
+func (r *runner) renderPush(m store.Message) item {
 	var b body
 	json.Unmarshal(m.Body, &b)
-	head := "[event from " + content.Clean(m.Server) + " · " + content.Clean(m.FeatureSet) + " · event " + content.Clean(m.MessageID) + "]"
+	head := "[event from " + content.Clean(m.Server) + " · " + content.Clean(m.FeatureSet) + " · event " + content.Clean(m.MessageID) + stamp(m) + "]"
 	blocks := []model.Block{{Type: model.Text, Text: head}}
 	raw, _ := content.Blocks(b.Payload.Content)
-	blocks = append(blocks, Parts(rt.opts.Env.View(m.Server, content.ProvenancePushEvent, raw))...)
-	return item{blocks: blocks, wake: Wake{Kind: "push", Server: m.Server, MessageID: m.MessageID}}
+	blocks = append(blocks, cut(Parts(r.rt.opts.Env.View(m.Server, content.ProvenancePushEvent, raw)), r.messageBound())...)
+	it := item{blocks: blocks, wake: Wake{Kind: "push", Server: m.Server, MessageID: m.MessageID}}
+	it.from = origin{where: content.Clean(m.Server), events: true}
+	it.tokens = blocksTokens(blocks)
+	return it
 }
 
 // Parts turns the content layer's view into model blocks.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/model"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -217,21 +218,87 @@ func TestStopLetsTurnsEnd(t *testing.T) {
 	})
 }
 
-// TestHoldDelaysTheFirstRead: with Hold, messages are not shown until it
-// is closed (the host's servers are back to register their channels).
-func TestHoldDelaysTheFirstRead(t *testing.T) {
+// TestUnregisteredChannelWaits: after a restart, a message whose channel
+// its server has not registered again waits for the registration (here,
+// the server connected a moment ago), holding back that server's later
+// messages and no other server's.
+func TestUnregisteredChannelWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hold := make(chan struct{})
-		h := startWith(t, Options{Hold: hold}, "open")
+		h := startWith(t, Options{}, "open")
 		defer h.rt.Close()
-		h.add(chanMsg("chat", "general", "g1", "waiting"))
-		if n := len(h.model.requests()); n != 0 {
-			t.Fatalf("%d model calls before the hold was released", n)
+		h.env.mu.Lock()
+		h.env.connected["own"] = time.Now()
+		h.env.mu.Unlock()
+		h.add(chanMsg("own", "room", "o1", "waiting"), chanMsg("own", "room", "o2", "waiting too"), chanMsg("chat", "general", "g1", "not held"))
+		reqs := h.model.requests()
+		if len(reqs) != 1 || !containsText(userTexts(reqs[0].Messages), "not held") || containsText(userTexts(reqs[0].Messages), "waiting") {
+			t.Fatalf("model calls before own registered its channel = %d (%v), want one, with chat's message only", len(reqs), reqs)
 		}
-		close(hold)
+		// The server registers it (a channel it runs itself): the agent
+		// is woken and reads both, in order.
+		h.env.mu.Lock()
+		h.env.chans[[2]string{"own", "room"}] = channels.ListedChannel{ID: "room", ServerID: "own", Desired: "unknown", Registered: true}
+		h.env.mu.Unlock()
+		h.rt.Wake()
 		synctest.Wait()
-		if n := len(h.model.requests()); n != 1 {
-			t.Errorf("%d model calls after the hold was released, want 1", n)
+		reqs = h.model.requests()
+		if len(reqs) != 2 {
+			t.Fatalf("%d model calls after the registration, want 2", len(reqs))
+		}
+		texts := userTexts([]model.Message{lastUser(t, reqs[1])})
+		if !containsText(texts, "waiting too") || strings.Index(strings.Join(texts, "\n"), "waiting\n") > strings.Index(strings.Join(texts, "\n"), "waiting too") {
+			t.Errorf("second turn shows %q, want o1 then o2", texts)
+		}
+	})
+}
+
+// TestGoneChannelShownAfterTheWait: a message whose channel is never
+// registered again is judged once its server has been connected for
+// RegistrationWait, as from a channel that is gone: its server ran its
+// own channels when it came, so it is shown, and its header says so.
+func TestGoneChannelShownAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWith(t, Options{}, "open")
+		defer h.rt.Close()
+		h.env.mu.Lock()
+		h.env.connected["own"] = time.Now()
+		h.env.mu.Unlock()
+		m := chanMsg("own", "room", "o1", "from a gone room")
+		m.At = time.Now()
+		h.add(m)
+		if n := len(h.model.requests()); n != 0 {
+			t.Fatalf("%d model calls before the wait ended", n)
+		}
+		time.Sleep(RegistrationWait)
+		synctest.Wait()
+		reqs := h.model.requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d model calls after the wait, want 1", len(reqs))
+		}
+		texts := userTexts(reqs[0].Messages)
+		if !containsText(texts, "[room on own (no longer registered) · bob · message o1 · at ") || !containsText(texts, "from a gone room") {
+			t.Errorf("shown %q, want the message with a header saying its channel is gone", texts)
+		}
+	})
+}
+
+// TestGoneDirectedChannelNotShown: the same message from a server this
+// host directed when it came (closed by default, as nobody decided) is
+// consumed unseen, as it would have been.
+func TestGoneDirectedChannelNotShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startWith(t, Options{}, "open")
+		defer h.rt.Close()
+		m := chanMsg("own", "room", "o1", "closed by default")
+		m.Directed = true
+		m = h.add(m)[0]
+		time.Sleep(GoneWait)
+		synctest.Wait()
+		if n := len(h.model.requests()); n != 0 {
+			t.Fatalf("%d model calls, want none", n)
+		}
+		if c := h.cursors()[serverCursorName("ada", "own")]; c != m.Seq {
+			t.Errorf("cursor in own = %d, want %d: consumed unseen", c, m.Seq)
 		}
 	})
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,31 +16,47 @@ import (
 	"github.com/mcpl-go/mcpl/store"
 )
 
-// The runtime runs the agents over the host's durable inbox. One
-// dispatcher reads the inbox in order and hands each message to the agents
-// it is for; each agent (and each fork) has a goroutine of its own that
-// runs its turns one at a time and records each turn, with the inbox
-// position it consumed up to, in one store.Record call. A message is
-// consumed only once the turn that saw it is recorded: a crash before then
-// replays it at the next start.
+// The runtime runs the agents over the host's durable inbox, which is
+// their only queue. One router reads the inbox in order, once, and routes
+// wake-ups: it tells the agents (or, per channel, the channel's fork,
+// which it makes when the first message the fork would be shown arrives)
+// that a server's messages are there up to a position. Each agent and
+// each fork has a goroutine of its own that, when idle, pulls what is
+// there for it from the inbox by its own cursors, a page at a time, and
+// runs a turn over it, recording the turn with the positions it consumed
+// up to in one store.Record call. A message is consumed only once the
+// turn that saw it is recorded, or once it is recorded as consumed
+// unseen: a crash before then shows it again at the next start. What a
+// runner holds in memory is bounded by the page and by what one turn
+// shows (budget.go), whatever arrives.
 //
 // Who reads what:
 //   - conversations: shared: every agent reads every channel message and
 //     every push event, each in a conversation of its own;
-//   - conversations: per-channel: a channel's messages go to its fork (made
-//     when its first message the fork would be shown arrives), push events
-//     to the agents;
+//   - conversations: per-channel: a channel's messages go to its fork, push
+//     events to the agents;
 //   - an agent is shown a channel message when its channel is selected open
 //     (its decision is open) or the message addresses it (chat:addressed);
 //     an addressed message from a channel that isn't open comes with an
 //     invitation; other messages are consumed unseen. Every message shown
 //     wakes the agent; a push event always does.
 //
+// Each server's messages are read apart, by a cursor of their own
+// ("agent/<name>/<server>"): a message whose channel is not registered
+// when it is read (after a restart, before its server has registered its
+// channels again) waits, holding back that server's later messages and
+// no other server's, until its server registers it, or has been connected
+// for RegistrationWait, or, not connected, GoneWait has passed since the
+// start; then it is judged as from a channel that is gone (render.go).
+//
 // An agent that starts with no cursor in the store starts at the inbox's
-// end: it doesn't read what arrived before it existed. A fork starts at the
-// message that made it, its cursor recorded then; at a later start every
-// fork with a cursor is made again at once, so that it goes on consuming
-// its channel's traffic, shown or not, from where it stopped.
+// end: it doesn't read what arrived before it existed. A fork starts at
+// the message that made it, its cursor recorded before the router routes
+// past it; at a later start every fork with a cursor is made again at
+// once. A fork idle for ForkIdle ends (retire): its goroutine and
+// history go, its cursor is dropped, and its channel's next message the
+// fork would be shown makes a new one, which goes on with the recorded
+// conversation.
 
 // Spec is one configured agent.
 type Spec struct {
@@ -73,9 +87,12 @@ type Env interface {
 	// prose is not also posted, and the server a send tool posts on (""
 	// for channel_publish, which names its server in its arguments).
 	Posts(tool string) (server string, posts bool)
-	// Channel describes a channel; ok is false for one the host doesn't
-	// know.
+	// Channel describes a channel; ok is false for one the host knows
+	// nothing of (neither registered nor decided).
 	Channel(server, id string) (channels.ListedChannel, bool)
+	// Connected reports since when server's current connection has been
+	// up; the zero time when it is not connected.
+	Connected(server string) time.Time
 	// Publish posts an agent's speech into a channel, opening it first
 	// when it is closed.
 	Publish(ctx context.Context, agent, server, channel, text string) channels.PublishOutcome
@@ -142,25 +159,31 @@ type Options struct {
 	// MaxRounds bounds the model calls that ask for tools in one turn
 	// (0: DefaultMaxRounds).
 	MaxRounds int
+	// ForkIdle is how long a fork may sit idle before it ends (0:
+	// DefaultForkIdle).
+	ForkIdle time.Duration
 	// Transcript receives every turn's events; nil writes none.
 	Transcript *Transcript
-	// Hold, if set, holds the first read of the inbox until it is closed
-	// (the host's first connects have settled), so that messages left
-	// from before a restart are not shown before their servers are back
-	// to register their channels.
-	Hold   <-chan struct{}
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
-// Bounds of a turn.
+// Bounds of a turn, and of what waits.
 const (
 	DefaultMaxRounds = 16
-	// MaxBatch bounds the messages one turn is shown; more wait for the
-	// next.
+	// MaxBatch bounds the messages one turn is shown; of more, the newest
+	// are shown and the rest are counted as left out (budget.go).
 	MaxBatch = 100
 	// MaxHistory bounds the messages of a conversation sent to the model:
 	// older ones stay in the store.
 	MaxHistory = 200
+	// DefaultForkIdle is how long a fork may sit idle before it ends.
+	DefaultForkIdle = 30 * time.Minute
+	// RegistrationWait is how long, after its server connects, a message
+	// whose channel is not registered waits for the registration.
+	RegistrationWait = 10 * time.Second
+	// GoneWait is how long after the start a message of a server that is
+	// not connected waits for it to come back and register the channel.
+	GoneWait = 60 * time.Second
 )
 
 // TranscriptConversation is the store conversation the transcript's
@@ -169,25 +192,31 @@ const TranscriptConversation = "transcript"
 
 // Runtime runs the agents.
 type Runtime struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	start time.Time
 
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	wake     chan struct{}
-	stopping chan struct{} // closed by Stop: no turn starts any more
+	wg       sync.WaitGroup // runners and the router
+	stopping chan struct{}  // closed by Stop: no turn starts any more
+	router   *router
+	late     *lateNotices
 
-	mu      sync.Mutex
-	agents  []*runner           // the configured agents, primary first
-	byName  map[string]*runner  // agents and forks
-	forks   map[forkKey]*runner // per-channel forks
-	cursors map[string]int64    // as loaded: a fork made later starts here
-	read    int64               // the dispatcher's inbox position
-	closed  bool
+	mu     sync.Mutex
+	agents []*runner           // the configured agents, primary first
+	byName map[string]*runner  // agents and forks
+	forks  map[forkKey]*runner // per-channel forks
+	// ended are the forks that retired, as notices read them, until a new
+	// fork of the channel is made (at most maxEnded of them).
+	ended  map[string]Reader
+	closed bool
 }
 
 type forkKey struct{ server, channel string }
+
+// maxEnded bounds the retired forks the notice rules remember.
+const maxEnded = 4096
 
 // Start loads the agents' histories and cursors and starts them.
 func Start(opts Options) (*Runtime, error) {
@@ -197,49 +226,45 @@ func Start(opts Options) (*Runtime, error) {
 	if opts.MaxRounds <= 0 {
 		opts.MaxRounds = DefaultMaxRounds
 	}
+	if opts.ForkIdle <= 0 {
+		opts.ForkIdle = DefaultForkIdle
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	rt := &Runtime{opts: opts, log: log, wake: make(chan struct{}, 1), stopping: make(chan struct{}), byName: map[string]*runner{}, forks: map[forkKey]*runner{}}
+	rt := &Runtime{opts: opts, log: log, start: time.Now(), stopping: make(chan struct{}),
+		byName: map[string]*runner{}, forks: map[forkKey]*runner{}, ended: map[string]Reader{}}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	ctx := rt.ctx
 	cursors, err := opts.Store.Cursors(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("agent: reading the inbox cursors: %w", err)
 	}
-	rt.cursors = cursors
-	// The inbox's end is read only for an agent new to the store: a
-	// restart doesn't scan the inbox.
+	// The inbox's end is read only for an agent new to the store.
 	end := int64(-1)
-	start := int64(math.MaxInt64)
 	fresh := map[string]int64{}
 	for _, s := range opts.Agents {
-		c, ok := cursors[cursorName(s.Name)]
+		base, ok := cursors[cursorName(s.Name)]
 		if !ok {
 			if end < 0 {
-				if end, err = inboxEnd(ctx, opts.Store); err != nil {
-					return nil, err
+				if end, err = opts.Store.InboxEnd(ctx); err != nil {
+					return nil, fmt.Errorf("agent: reading the inbox: %w", err)
 				}
 			}
-			c = end
+			base = end
 			fresh[cursorName(s.Name)] = end
 		}
-		r, err := rt.newRunner(ctx, s, s.Name, forkKey{}, c)
+		r, err := rt.newRunner(ctx, s, s.Name, forkKey{}, base, serverCursors(cursors, s.Name))
 		if err != nil {
 			return nil, err
 		}
 		rt.agents = append(rt.agents, r)
 		rt.byName[s.Name] = r
-		start = min(start, c)
 	}
 	if opts.PerChannel {
-		forks, err := rt.loadForks(ctx, cursors)
-		if err != nil {
+		if err := rt.loadForks(ctx, cursors); err != nil {
 			return nil, err
-		}
-		for _, f := range forks {
-			start = min(start, f.cursor)
 		}
 	}
 	if len(fresh) > 0 {
@@ -247,30 +272,39 @@ func Start(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("agent: recording the agents' starting place: %w", err)
 		}
 	}
-	rt.read = start
+	rt.late = newLateNotices()
+	rt.router = newRouter(rt, cursors)
 	for _, r := range rt.byName {
 		rt.run(r)
+		r.poke() // each reads what it left before the start
 	}
 	rt.wg.Add(1)
-	go rt.dispatch()
+	go rt.router.run()
 	rt.Wake()
 	return rt, nil
 }
 
-// inboxEnd is the Seq of the inbox's newest message (0 for none).
-func inboxEnd(ctx context.Context, st store.Store) (int64, error) {
-	var end int64
-	err := st.Messages(ctx, 0, func(m store.Message) error {
-		end = m.Seq
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("agent: reading the inbox: %w", err)
-	}
-	return end, nil
-}
-
+// Cursor names: "agent/<name>" is an agent's base (where it started, or
+// where it had read to before cursors were kept by server), and
+// "agent/<name>/<server>" its cursor in server's messages; a fork's is
+// "agent/<fork>"; the router's, per channel, "route/<server>".
 func cursorName(conversation string) string { return "agent/" + conversation }
+
+func serverCursorName(agent, server string) string { return "agent/" + agent + "/" + server }
+
+func routeCursorName(server string) string { return "route/" + server }
+
+// serverCursors reads agent's cursors by server.
+func serverCursors(cursors map[string]int64, agent string) map[string]int64 {
+	out := map[string]int64{}
+	prefix := "agent/" + agent + "/"
+	for name, pos := range cursors {
+		if server, ok := strings.CutPrefix(name, prefix); ok && !strings.Contains(server, "/") {
+			out[server] = pos
+		}
+	}
+	return out
+}
 
 // forkName names the fork of primary for a channel:
 // "<primary>@<server>/<channel>". Neither an agent's name nor a server's
@@ -280,10 +314,9 @@ func forkName(primary string, k forkKey) string {
 }
 
 // loadForks makes again the primary's forks that have a cursor.
-func (rt *Runtime) loadForks(ctx context.Context, cursors map[string]int64) ([]*runner, error) {
+func (rt *Runtime) loadForks(ctx context.Context, cursors map[string]int64) error {
 	primary := rt.agents[0]
 	prefix := cursorName(primary.name + "@")
-	var out []*runner
 	for name, c := range cursors {
 		rest, ok := strings.CutPrefix(name, prefix)
 		server, channel, ok2 := strings.Cut(rest, "/")
@@ -293,27 +326,24 @@ func (rt *Runtime) loadForks(ctx context.Context, cursors map[string]int64) ([]*
 		k := forkKey{server, channel}
 		p := primary.spec
 		p.Name = forkName(primary.name, k)
-		f, err := rt.newRunner(ctx, p, p.Name, k, c)
+		f, err := rt.newRunner(ctx, p, p.Name, k, c, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rt.byName[p.Name], rt.forks[k] = f, f
-		out = append(out, f)
 	}
-	return out, nil
+	return nil
 }
 
-// Wake tells the runtime the inbox has new messages.
-func (rt *Runtime) Wake() {
-	select {
-	case rt.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake tells the runtime the inbox has new messages, or that a channel's
+// registration or a server's connection changed what a waiting message
+// waits on.
+func (rt *Runtime) Wake() { rt.router.poke() }
 
 // Notice routes a channel notice to the agents that should read it. It
-// never wakes them: each reads it before its next model call, or at the
-// start of its next turn.
+// never wakes them and never blocks: each reads it before its next model
+// call, or at the start of its next turn; one for an agent whose loop has
+// ended is queued and recorded for its next start.
 func (rt *Runtime) Notice(n channels.Notice) {
 	for _, d := range Route(n, rt.Readers(), rt.agents[0].name) {
 		rt.mu.Lock()
@@ -325,26 +355,35 @@ func (rt *Runtime) Notice(n channels.Notice) {
 	}
 }
 
-// Readers returns the agents (and forks) as the notice rules see them.
+// Readers returns the agents (and forks, the ended ones too) as the
+// notice rules see them.
 func (rt *Runtime) Readers() map[string]Reader {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	out := map[string]Reader{}
+	out := make(map[string]Reader, len(rt.byName)+len(rt.ended))
+	for name, rd := range rt.ended {
+		out[name] = rd
+	}
 	for name, r := range rt.byName {
 		out[name] = r.reader()
 	}
 	return out
 }
 
-// Close stops the agents: a turn in flight is cut short (its model call
-// aborted) and recorded as it stands. It waits for them.
-func (rt *Runtime) Close() { rt.Stop(0) }
+// Close stops the agents (a turn in flight is cut short, its model call
+// aborted, and recorded as it stands), waits for them, and records the
+// notices that came for them after their loops ended.
+func (rt *Runtime) Close() {
+	rt.Stop(0)
+	rt.late.close()
+}
 
 // Stop stops the agents in order: no turn starts any more, the turns in
 // flight have up to grace to end by themselves, then what is left is cut
 // short (its model call aborted) and recorded as Close says. Messages no
 // turn took stay in the inbox for the next start. It waits for the
-// agents.
+// agents. Notices that come after it are recorded for the next start;
+// Close waits for those records.
 func (rt *Runtime) Stop(grace time.Duration) {
 	rt.mu.Lock()
 	if !rt.closed {
@@ -369,131 +408,6 @@ func (rt *Runtime) Stop(grace time.Duration) {
 	<-done
 }
 
-// dispatchPage bounds the inbox messages the dispatcher reads at once.
-const dispatchPage = 256
-
-var errPageFull = errors.New("page full")
-
-// dispatch reads the inbox in order and hands each message to the agents
-// it is for. It reads a page, then routes it: routing may read and write
-// the store (a fork's history, its cursor), which it doesn't do inside
-// the store's iteration.
-func (rt *Runtime) dispatch() {
-	defer rt.wg.Done()
-	if rt.opts.Hold != nil {
-		select {
-		case <-rt.opts.Hold:
-		case <-rt.ctx.Done():
-			return
-		case <-rt.stopping:
-			return
-		}
-	}
-	for {
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-rt.stopping:
-			return
-		case <-rt.wake:
-		}
-		for rt.ctx.Err() == nil {
-			var page []store.Message
-			err := rt.opts.Store.Messages(rt.ctx, rt.read, func(m store.Message) error {
-				page = append(page, m)
-				if len(page) == dispatchPage {
-					return errPageFull
-				}
-				return nil
-			})
-			for _, m := range page {
-				rt.route(m)
-				rt.read = m.Seq
-			}
-			if err != nil && !errors.Is(err, errPageFull) && rt.ctx.Err() == nil {
-				rt.log.Error("agents could not read the inbox; they read it again at the next message", "error", err.Error())
-			}
-			if err == nil || !errors.Is(err, errPageFull) {
-				break
-			}
-		}
-	}
-}
-
-// route hands m to the agents it is for. Only the dispatcher calls it,
-// so only it makes forks.
-func (rt *Runtime) route(m store.Message) {
-	if m.Kind != store.KindPushEvent && rt.opts.PerChannel {
-		// Per-channel: the channel's fork reads it. The fork is made
-		// first, its starting place recorded, so that the agents passing
-		// it can't leave it behind at the next start.
-		k := forkKey{m.Server, m.Channel}
-		rt.mu.Lock()
-		f := rt.forks[k]
-		rt.mu.Unlock()
-		if f == nil && rt.visible(m) {
-			f = rt.fork(k, m)
-		}
-		if f != nil {
-			f.enqueue(m)
-		}
-	}
-	// The agents read it, or, per-channel, pass it (it is not theirs).
-	for _, r := range rt.agents {
-		r.enqueue(m)
-	}
-}
-
-// fork makes the fork of channel k, whose first message is m, and starts
-// it; nil when it can't be made (the error is logged, and the message is
-// not shown).
-func (rt *Runtime) fork(k forkKey, m store.Message) *runner {
-	name := forkName(rt.agents[0].name, k)
-	c, ok := rt.cursors[cursorName(name)]
-	if !ok {
-		c = m.Seq - 1
-		if _, err := rt.opts.Store.Record(rt.ctx, nil, map[string]int64{cursorName(name): c}); err != nil {
-			rt.log.Error("a conversation fork could not record its starting place, so it was not made; its channel's message is not shown", "fork", name, "error", err.Error())
-			return nil
-		}
-		rt.cursors[cursorName(name)] = c
-	}
-	p := rt.agents[0].spec
-	p.Name = name
-	f, err := rt.newRunner(rt.ctx, p, name, k, c)
-	if err != nil {
-		rt.log.Error("a conversation fork could not start; its channel's message is not shown", "fork", name, "error", err.Error())
-		return nil
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.byName[name], rt.forks[k] = f, f
-	if rt.closed {
-		f.finish() // never run: what it is told is recorded at once
-	} else {
-		rt.run(f)
-	}
-	return f
-}
-
-// visible reports whether a channel message would be shown.
-func (rt *Runtime) visible(m store.Message) bool {
-	ch, known := rt.opts.Env.Channel(m.Server, m.Channel)
-	shown, _ := shows(m, ch, known)
-	return shown
-}
-
-// shows reports whether an agent is shown a channel message, and whether
-// its channel is open to it: selected open, or, on a server that runs its
-// channels itself (no channels.lifecycle), not decided closed. A message
-// from a channel that isn't open is shown when it addresses the agent.
-func shows(m store.Message, ch channels.ListedChannel, known bool) (shown, open bool) {
-	open = known && (ch.Desired == string(store.Open) || (!ch.Lifecycle && ch.Desired != string(store.Closed)))
-	return open || addressed(m.Tags), open
-}
-
-func addressed(tags []string) bool { return slices.Contains(tags, content.TagAddressed) }
-
 // run starts r's goroutine.
 func (rt *Runtime) run(r *runner) {
 	rt.wg.Add(1)
@@ -511,4 +425,32 @@ func (rt *Runtime) isStopping() bool {
 	default:
 		return false
 	}
+}
+
+// visible reports whether a channel message would be shown, by the
+// channel's state now.
+func (rt *Runtime) visible(m store.Message) bool {
+	ch, known := rt.opts.Env.Channel(m.Server, m.Channel)
+	shown, _ := shows(m, ch, known)
+	return shown
+}
+
+// shows reports whether an agent is shown a channel message, and whether
+// its channel is open to it: selected open, or, on a server that runs its
+// channels itself (no channels.lifecycle), not decided closed. A message
+// from a channel that isn't open is shown when it addresses the agent.
+func shows(m store.Message, ch channels.ListedChannel, known bool) (shown, open bool) {
+	open = known && (ch.Desired == string(store.Open) || (!ch.Lifecycle && ch.Desired != string(store.Closed)))
+	return open || addressed(m.Tags), open
+}
+
+func addressed(tags []string) bool { return sliceHas(tags, content.TagAddressed) }
+
+func sliceHas(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

@@ -78,7 +78,7 @@ func TestStartAtTheCursor(t *testing.T) {
 		if strings.Index(all, "second") > strings.Index(all, "third") {
 			t.Errorf("shown out of order: %q", all)
 		}
-		if c := h.cursors()["agent/ada"]; c != msgs[2].Seq {
+		if c := h.cursor("ada", "chat"); c != msgs[2].Seq {
 			t.Errorf("cursor agent/ada = %d, want %d", c, msgs[2].Seq)
 		}
 		// The recorded conversation has them too.
@@ -146,16 +146,20 @@ func TestVisibility(t *testing.T) {
 		if n := len(h.model.requests()); n != 0 {
 			t.Errorf("%d model calls", n)
 		}
-		if c := h.cursors()["agent/ada"]; c != m[0].Seq {
+		if c := h.cursor("ada", "chat"); c != m[0].Seq {
 			t.Errorf("cursor agent/ada = %d, want %d (consumed)", c, m[0].Seq)
 		}
 
-		// An unknown channel: the same.
-		m = h.add(chanMsg("chat", "nowhere", "n1", "unknown channel"))
+		// An unknown channel (registered when it came, gone since, and
+		// nobody decided: closed by default on a server the host
+		// directs): the same.
+		gone := chanMsg("chat", "nowhere", "n1", "unknown channel")
+		gone.Directed = true
+		m = h.add(gone)
 		if evs := h.rec.of("ada", EventTurnStart); len(evs) != 0 {
 			t.Errorf("an unknown channel's message woke the agent: %+v", evs)
 		}
-		if c := h.cursors()["agent/ada"]; c != m[0].Seq {
+		if c := h.cursor("ada", "chat"); c != m[0].Seq {
 			t.Errorf("cursor agent/ada = %d, want %d (consumed)", c, m[0].Seq)
 		}
 
@@ -171,7 +175,7 @@ func TestVisibility(t *testing.T) {
 		if ts := h.rec.of("ada", EventTurnStart); len(ts) != 1 || len(ts[0].WokenBy) != 1 || ts[0].WokenBy[0] != (Wake{Kind: "channel", Server: "chat", Channel: "quiet", MessageID: "q2"}) {
 			t.Errorf("turn_start %+v", ts)
 		}
-		if c := h.cursors()["agent/ada"]; c != m[0].Seq {
+		if c := h.cursor("ada", "chat"); c != m[0].Seq {
 			t.Errorf("cursor agent/ada = %d, want %d", c, m[0].Seq)
 		}
 
@@ -320,7 +324,7 @@ func TestCloseDuringModelCall(t *testing.T) {
 		if hist := history(t, h.st, "ada"); len(hist) != 0 {
 			t.Errorf("recorded %+v", hist)
 		}
-		if c := h.cursors()["agent/ada"]; c >= msgs[0].Seq {
+		if c := h.cursor("ada", "chat"); c >= msgs[0].Seq {
 			t.Errorf("cursor agent/ada = %d, want below %d", c, msgs[0].Seq)
 		}
 	})

@@ -153,3 +153,45 @@ func textModelFailed(err error) string {
 func textToolNotAllowed(name string) string {
 	return fmt.Sprintf("%s is not a tool this agent may use, so it was not called, and nothing was done. Use only the tools you were given.", name)
 }
+
+// The budget's texts (budget.go).
+
+// textCut says a message was cut.
+func textCut(whole, shown, images int) string {
+	s := fmt.Sprintf("[host] This is cut: it is %s, more than this agent is shown of one message, and the first %s are shown above.", size(whole), size(shown))
+	switch {
+	case images == 1:
+		s += " 1 image past that is left out."
+	case images > 1:
+		s += fmt.Sprintf(" %s images past that are left out.", thousands(images))
+	}
+	return s
+}
+
+// textLeftOut says messages were left out of a turn: parts say how many
+// from where (textLeftOutPart).
+func textLeftOut(total int, parts []string) string {
+	if total == 1 {
+		return fmt.Sprintf("[host] 1 earlier message was left out of this turn, to keep it within what this agent is shown at once: %s. The newest are shown below; those left out are not shown later.", strings.Join(parts, ", "))
+	}
+	return fmt.Sprintf("[host] %s earlier messages were left out of this turn, to keep it within what this agent is shown at once: %s. The newest are shown below; those left out are not shown later.",
+		thousands(total), strings.Join(parts, ", "))
+}
+
+// textLeftOutPart is how many were left out of one channel (where), or of
+// one server's push events.
+func textLeftOutPart(n int, where string, events bool) string {
+	if events {
+		return fmt.Sprintf("%s events from %s", thousands(n), where)
+	}
+	return fmt.Sprintf("%s from %s", thousands(n), where)
+}
+
+// textHistoryLeftOut says a request leaves out the conversation's
+// earlier messages.
+func textHistoryLeftOut(n int) string {
+	if n == 1 {
+		return "[host] The earlier message of this conversation is left out of this request, to fit the model's context window."
+	}
+	return fmt.Sprintf("[host] The %s earlier messages of this conversation are left out of this request, to fit the model's context window.", thousands(n))
+}

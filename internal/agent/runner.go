@@ -1,0 +1,372 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// runner is one agent or fork: its conversation, its cursors in the
+// inbox, and the notices it hasn't read yet. It pulls what is there for
+// it from the inbox when it is idle and woken; the runtime holds nothing
+// for it but a wake-up.
+type runner struct {
+	rt   *Runtime
+	spec Spec
+	name string  // the conversation's name: the agent's, or the fork's
+	home forkKey // a fork's channel; zero for an agent
+	fork bool
+
+	signal chan struct{}
+	// ctx ends when the runner does: with the runtime, or when its fork
+	// retires.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	notices []string
+	done    bool      // its loop has ended: notices go to the runtime's late queue
+	busy    bool      // in a turn, or reading
+	last    time.Time // when it was last busy
+	held    bool      // a message it read waits (its channel is not registered yet)
+	at      int64     // a fork's cursor, as the router reads it
+
+	// The loop's own, not shared:
+	//
+	// base is the position an agent's cursors start at for a server it
+	// has none for; cursors its position in each server's messages. A
+	// fork's position is base alone (its channel's messages).
+	base    int64
+	cursors map[string]int64
+	history []model.Message // the conversation, as recorded
+	turns   int64           // turns recorded so far
+	timer   *time.Timer     // wakes it when a held message may go
+}
+
+func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, base int64, cursors map[string]int64) (*runner, error) {
+	if cursors == nil {
+		cursors = map[string]int64{}
+	}
+	r := &runner{rt: rt, spec: s, name: name, home: home, fork: home != forkKey{}, signal: make(chan struct{}, 1), base: base, cursors: cursors, at: base, last: time.Now()}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	if err := r.load(ctx); err != nil {
+		r.cancel()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *runner) reader() Reader {
+	rd := Reader{Name: r.name, Allowed: r.spec.Allowed}
+	if r.fork {
+		rd.Home, rd.HomeServer = r.home.channel, r.home.server
+	} else {
+		rd.Forked = r.rt.opts.PerChannel
+	}
+	return rd
+}
+
+func (r *runner) poke() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends a fork's loop (it retired).
+func (r *runner) stop() { r.cancel() }
+
+// cursor is r's position in server's messages.
+func (r *runner) cursor(server string) int64 {
+	if r.fork {
+		return r.base
+	}
+	if c, ok := r.cursors[server]; ok {
+		return c
+	}
+	return r.base
+}
+
+// idleSince reports when a fork was last busy, and whether it is idle
+// now.
+func (r *runner) idleSince() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, !r.busy && len(r.notices) == 0
+}
+
+// cursorNow is a fork's cursor, as the router reads it.
+func (r *runner) cursorNow() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at
+}
+
+// waiting reports whether a message r read waits.
+func (r *runner) waiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+// notice gives the runner a notice to read; it doesn't wake it to think.
+// Once its loop has ended (the host is stopping, or the fork retired),
+// the notice goes to the runtime's late queue, which records it for the
+// next start: never on the caller's goroutine.
+func (r *runner) notice(text string) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		r.rt.late.add(r, []string{text})
+		return
+	}
+	r.notices = append(r.notices, text)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// finish ends the runner's loop: the notices it hasn't read are recorded,
+// from the late queue.
+func (r *runner) finish() {
+	r.mu.Lock()
+	r.done = true
+	pending := r.notices
+	r.notices = nil
+	r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.rt.late.add(r, pending)
+}
+
+func (r *runner) takeNotices() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.notices
+	r.notices = nil
+	return n
+}
+
+func (r *runner) setBusy(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy = on
+	r.last = time.Now()
+}
+
+func (r *runner) loop(ctx context.Context) {
+	defer r.finish()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.rt.stopping:
+			return
+		case <-r.signal:
+		}
+		for r.ctx.Err() == nil && !r.rt.isStopping() {
+			r.setBusy(true)
+			sel, err := r.pull()
+			if err != nil {
+				if r.ctx.Err() == nil {
+					r.rt.log.Error("an agent could not read the inbox; it reads it again shortly", "agent", r.name, "error", err.Error())
+					r.wakeAt(time.Now().Add(retryAfter))
+				}
+				break
+			}
+			notices := r.takeNotices()
+			if sel.empty() && len(notices) == 0 {
+				break
+			}
+			r.handle(ctx, sel, notices)
+		}
+		r.setBusy(false)
+	}
+}
+
+// wakeAt pokes the runner at t.
+func (r *runner) wakeAt(t time.Time) {
+	if r.timer == nil {
+		r.timer = time.AfterFunc(time.Until(t), r.poke)
+		return
+	}
+	r.timer.Reset(time.Until(t))
+}
+
+// pull reads what is there for r from its cursors up to what the router
+// has routed, a page at a time, and selects what a turn shows of it
+// (budget.go). A message whose channel isn't registered yet stops its
+// server's reading there, and r is woken when it may go.
+func (r *runner) pull() (*selection, error) {
+	rt := r.rt
+	sel := newSelection(r)
+	var q store.InboxQuery
+	if r.fork {
+		ch := r.home.channel
+		q = store.InboxQuery{Server: r.home.server, Channel: &ch, After: r.base, Through: rt.router.routedUpTo(r.home.server)}
+	} else {
+		q.After = r.base
+		for _, c := range r.cursors {
+			q.After = min(q.After, c)
+		}
+	}
+	held := map[string]bool{}
+	var wake time.Time
+	for {
+		page, err := rt.opts.Store.Page(r.ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page {
+			if held[m.Server] || m.Seq <= r.cursor(m.Server) || m.Seq > rt.router.routedUpTo(m.Server) {
+				continue
+			}
+			v := verdict{}
+			if r.needsJudging(m) {
+				v = rt.judge(m)
+			}
+			if v.wait {
+				held[m.Server] = true
+				wake = earliest(wake, v.until)
+				continue
+			}
+			sel.read(m, v)
+		}
+		if len(page) < store.DefaultPageLimit {
+			break
+		}
+		q.After = page[len(page)-1].Seq
+	}
+	r.mu.Lock()
+	r.held = len(held) > 0
+	r.mu.Unlock()
+	if !wake.IsZero() {
+		r.wakeAt(wake)
+	}
+	sel.finish()
+	return sel, nil
+}
+
+// needsJudging reports whether whether r is shown m depends on m's
+// channel: a channel message r reads for itself (not one it passes as
+// its fork's).
+func (r *runner) needsJudging(m store.Message) bool {
+	return m.Kind != store.KindPushEvent && (r.fork || !r.rt.opts.PerChannel)
+}
+
+// handle shows the agent what of sel is for it, with the notices, and
+// runs a turn if any of it wakes the agent; else it records the notices
+// and the positions consumed.
+func (r *runner) handle(ctx context.Context, sel *selection, notices []string) {
+	if len(sel.items) == 0 {
+		// Nothing wakes it: the notices go in between turns.
+		t := r.newTurn(ctx, sel)
+		t.index = r.turns
+		t.addNotices(notices)
+		t.flushNotices()
+		t.record("")
+		return
+	}
+	t := r.newTurn(ctx, sel)
+	t.run(sel, notices)
+}
+
+// lateNotices records the notices that come for a runner whose loop has
+// ended (the host is stopping, a fork retired), one store call a runner,
+// on a goroutine of its own that runs while there is something to record:
+// never on the goroutine that gave the notice (the channel registry's
+// owner must not wait for the store). Once the runtime is closed, a
+// notice is recorded on the caller's goroutine: nothing else is left to
+// hold up.
+type lateNotices struct {
+	mu      sync.Mutex
+	queue   []lateNotice
+	running bool
+	closed  bool
+	idle    sync.Cond
+}
+
+type lateNotice struct {
+	r     *runner
+	texts []string
+}
+
+func newLateNotices() *lateNotices {
+	l := &lateNotices{}
+	l.idle.L = &l.mu
+	return l
+}
+
+func (l *lateNotices) add(r *runner, texts []string) {
+	if len(texts) == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		r.recordLate(texts)
+		return
+	}
+	l.queue = append(l.queue, lateNotice{r, texts})
+	start := !l.running
+	l.running = true
+	l.mu.Unlock()
+	if start {
+		go l.run()
+	}
+}
+
+// run records what is queued until nothing is.
+func (l *lateNotices) run() {
+	for {
+		l.mu.Lock()
+		q := l.queue
+		l.queue = nil
+		if len(q) == 0 {
+			l.running = false
+			l.idle.Broadcast()
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		by := map[*runner][]string{}
+		var order []*runner
+		for _, n := range q {
+			if _, ok := by[n.r]; !ok {
+				order = append(order, n.r)
+			}
+			by[n.r] = append(by[n.r], n.texts...)
+		}
+		for _, r := range order {
+			r.recordLate(by[r])
+		}
+	}
+}
+
+// close waits for what is queued to be recorded; later notices are
+// recorded as they come.
+func (l *lateNotices) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	for l.running {
+		l.idle.Wait()
+	}
+}
+
+// recordLate records notices after the loop ended: they are read at the
+// start of the agent's next turn, after a restart.
+func (r *runner) recordLate(texts []string) {
+	t := r.newTurn(context.Background(), nil)
+	t.index = r.turns
+	t.addNotices(texts)
+	t.flushNotices()
+	t.record("")
+}
+
+// storeWait bounds a store call the runtime makes on its own (a fork's
+// cursor, the router's positions, a turn's record).
+const storeWait = 10 * time.Second
