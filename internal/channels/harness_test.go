@@ -237,6 +237,8 @@ type rig struct {
 	mu      sync.Mutex
 	notices []Notice
 	admits  map[string]bool
+	// compactAfter, when set, has the registry compact its log this soon.
+	compactAfter int
 }
 
 func newRig(t *testing.T, caps ...string) *rig {
@@ -262,6 +264,9 @@ func (rg *rig) open() {
 		rg.t.Fatal(err)
 	}
 	rg.reg = reg
+	if rg.compactAfter > 0 {
+		reg.do(func(m *machine) { m.compactAfter = rg.compactAfter })
+	}
 	reg.AddServer("s", rg.srv, ServerConfig{SendTools: []string{"send_message"}, Admits: func(id string) bool {
 		rg.mu.Lock()
 		defer rg.mu.Unlock()

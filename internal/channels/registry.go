@@ -228,11 +228,14 @@ func (r *Registry) step(f func(*machine)) bool {
 	}
 }
 
-// do runs f on the owner and waits for it; false once the owner has
-// stopped.
+// do runs f on the owner and waits for it, and for what it changed to be
+// visible (its views published); false once the owner has stopped.
 func (r *Registry) do(f func(*machine)) bool {
 	ran := make(chan struct{})
-	if !r.step(func(m *machine) { f(m); close(ran) }) {
+	if !r.step(func(m *machine) {
+		f(m)
+		m.reply(func() { close(ran) })
+	}) {
 		return false
 	}
 	select {
