@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -427,14 +428,6 @@ func (rt *Runtime) isStopping() bool {
 	}
 }
 
-// visible reports whether a channel message would be shown, by the
-// channel's state now.
-func (rt *Runtime) visible(m store.Message) bool {
-	ch, known := rt.opts.Env.Channel(m.Server, m.Channel)
-	shown, _ := shows(m, ch, known)
-	return shown
-}
-
 // shows reports whether an agent is shown a channel message, and whether
 // its channel is open to it: selected open, or, on a server that runs its
 // channels itself (no channels.lifecycle), not decided closed. A message
@@ -444,13 +437,4 @@ func shows(m store.Message, ch channels.ListedChannel, known bool) (shown, open 
 	return open || addressed(m.Tags), open
 }
 
-func addressed(tags []string) bool { return sliceHas(tags, content.TagAddressed) }
-
-func sliceHas(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func addressed(tags []string) bool { return slices.Contains(tags, content.TagAddressed) }
