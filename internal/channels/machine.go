@@ -237,14 +237,34 @@ func (m *machine) touch(c *chanState) {
 	}
 }
 
-// replay applies one record of the log at start.
+// replay applies one record of the log at start; booted follows the
+// last.
 func (m *machine) replay(rec store.Record) {
 	m.lastSeq = max(m.lastSeq, rec.Seq)
 	m.appended++
 	if rec.Kind != store.KindDecision {
 		return
 	}
-	m.apply(rec)
+	c := m.chanOf(keyOf(rec))
+	if isDefault(&rec) {
+		c.decision = nil
+	} else {
+		c.decision = &rec
+	}
+}
+
+// booted ends the replay: the channels it left undecided go, the others'
+// views are published, and what the log holds beyond the live decisions
+// counts toward the next compaction.
+func (m *machine) booted() {
+	for k, c := range m.chans {
+		if c.decision == nil {
+			delete(m.chans, k)
+			continue
+		}
+		m.dirty[k] = true
+	}
+	m.appended = max(0, m.appended-len(m.chans))
 }
 
 // apply makes a durable decision record the channel's decision: the only

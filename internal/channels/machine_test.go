@@ -80,6 +80,7 @@ func (h *machineHarness) boot() {
 	for _, r := range h.log {
 		h.m.replay(r)
 	}
+	h.m.booted()
 	h.m.addServer("s", ServerConfig{Admits: func(id string) bool { return h.admit[id] }})
 	h.m.ready()
 }

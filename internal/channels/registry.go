@@ -189,6 +189,7 @@ func New(opts Options) (*Registry, error) {
 		}
 		return nil, fmt.Errorf("channels: replaying the decision log: %w", err)
 	}
+	r.m.booted()
 	r.carry(r.m.ready())
 	go r.own()
 	return r, nil
