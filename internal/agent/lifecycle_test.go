@@ -174,7 +174,9 @@ func (m *limited) Generate(ctx context.Context, req model.Request) (model.Respon
 	return m.fakeModel.Generate(ctx, req)
 }
 
-func (m *limited) Info() model.Info { return model.Info{ID: "limited", Vendor: "test", ContextWindow: 100000} }
+func (m *limited) Info() model.Info {
+	return model.Info{ID: "limited", Vendor: "test", ContextWindow: 100000}
+}
 
 // TestLargeMessageDoesNotBreakLaterTurns: a 10 MB message is shown cut,
 // saying so with its size, and kept cut: against a model that refuses
@@ -245,5 +247,6 @@ type windowed struct {
 	window int
 }
 
-func (m *windowed) Info() model.Info { return model.Info{ID: "windowed", Vendor: "test", ContextWindow: m.window} }
-
+func (m *windowed) Info() model.Info {
+	return model.Info{ID: "windowed", Vendor: "test", ContextWindow: m.window}
+}

@@ -156,7 +156,9 @@ func TestCloseWithWedgedStore(t *testing.T) {
 		st.hold = true
 		st.mu.Unlock()
 		done := make(chan protocol.CallToolResult, 1)
-		go func() { done <- reg.CallTool(context.Background(), ToolOpen, json.RawMessage(`{"channelId":"c"}`), Caller{}) }()
+		go func() {
+			done <- reg.CallTool(context.Background(), ToolOpen, json.RawMessage(`{"channelId":"c"}`), Caller{})
+		}()
 		synctest.Wait()
 		began := time.Now()
 		reg.Close()
