@@ -26,9 +26,11 @@ const channelsUsage = `usage: mcplhost channels --store FILE [--json] [--history
 Reads a host's store file (the config's store:) and prints every channel's
 current decision: its server, its id, open or closed, who decided
 (the source), and when, so an operator can see why a channel is open or
-closed. --history prints the whole decision log instead, in order, with
-the agent's declines; --messages the inbound messages the host accepted.
---json prints the same as JSON.
+closed. --history prints the decision log instead, in order, with the
+agent's declines: all of it, or, once the host has compacted it, each
+channel's decision as of the compaction and everything recorded since;
+--messages the inbound messages the host accepted. --json prints the
+same as JSON.
 
 Sources: default-closed (nobody decided), server-bootstrap (the server
 announced it initially open), subscription-policy (channels.subscription),

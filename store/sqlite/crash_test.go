@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -491,3 +492,318 @@ func verifyHistory(t *testing.T, d *DB, all acked) {
 		}
 	}
 }
+
+// The compaction crash test: a child (this test binary, in
+// TestCrashCompactChild) compacts a large log, keeping the newest decision
+// of each channel; the parent SIGKILLs it at a random point of the
+// Compact, reopens the file and checks that the log is either the whole
+// log it had or the compacted one, never a mix, and folds to the same
+// decisions either way. Each iteration starts from a fresh copy of the
+// same log.
+//
+// The child prints "compacting" just before it calls Compact, and
+// "compacted <n> <rebuilt>" once it returned n dropped, rebuilt saying
+// whether it made the log anew (see writer.compact).
+
+const (
+	crashCompactFileEnv    = "MCPL_STORE_CRASH_COMPACT_FILE"
+	crashCompactThroughEnv = "MCPL_STORE_CRASH_COMPACT_THROUGH"
+)
+
+func TestCrashCompactChild(t *testing.T) {
+	path := os.Getenv(crashCompactFileEnv)
+	if path == "" {
+		t.Skip("the compaction crash test's child; runs only under TestCrashCompact")
+	}
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(2)
+	}()
+	time.AfterFunc(60*time.Second, func() { os.Exit(3) })
+	through, err := strconv.ParseInt(os.Getenv(crashCompactThroughEnv), 10, 64)
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	d, err := Open(path, nil)
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	var recs []store.Record
+	if err := d.Replay(context.Background(), func(r store.Record) error { recs = append(recs, r); return nil }); err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	os.Stdout.WriteString("compacting\n")
+	n, err := d.Compact(context.Background(), through, newestDecisions(recs))
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("compacted %d %v\n", n, d.rebuilds.Load() == 1)
+	select {} // until killed, or stdin closes
+}
+
+// decisionKey is what the channel layer folds the log by.
+type decisionKey struct{ server, channel string }
+
+// foldDecisions is the newest decision of each channel, as the channel
+// layer rebuilds its state from Replay.
+func foldDecisions(recs []store.Record) map[decisionKey]store.Record {
+	out := map[decisionKey]store.Record{}
+	for _, r := range recs {
+		if r.Kind == store.KindDecision {
+			out[decisionKey{r.Server, r.Channel}] = r
+		}
+	}
+	return out
+}
+
+// newestDecisions is the Seqs of foldDecisions(recs), increasing.
+func newestDecisions(recs []store.Record) []int64 {
+	var keep []int64
+	for _, r := range foldDecisions(recs) {
+		keep = append(keep, r.Seq)
+	}
+	slices.Sort(keep)
+	return keep
+}
+
+// logString is a log as the crash test compares it: each record's Seq
+// and Source, which the test makes distinct.
+func logString(recs []store.Record) string {
+	var b strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&b, "%d %s\n", r.Seq, r.Source)
+	}
+	return b.String()
+}
+
+func TestCrashCompact(t *testing.T) {
+	if os.Getenv(crashCompactFileEnv) != "" || os.Getenv(crashFileEnv) != "" {
+		t.Skip("in a child")
+	}
+	records, channels, iterations := 60_000, 1_000, 8
+	switch {
+	case raceEnabled: // modernc.org/sqlite runs some 20 times slower
+		records, iterations = 12_000, 4
+	case testing.Short():
+		records, iterations = 20_000, 4
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", crashSeedEnv, err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (%s=%d repeats this run)", seed, crashSeedEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, 1))
+
+	// The log: decisions of channels in turn, a decline now and then.
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.db")
+	d, err := Open(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole []store.Record
+	for i := 0; i < records; i += 1000 {
+		recs := make([]store.Record, 1000)
+		for j := range recs {
+			n := i + j
+			recs[j] = store.Record{Kind: store.KindDecision, Server: fmt.Sprintf("s%d", n%3), Channel: fmt.Sprintf("c%d", n%channels),
+				State: []store.State{store.Open, store.Closed}[n%2], Source: fmt.Sprintf("r%d", n), At: time.Unix(1_780_000_000, int64(n))}
+			if n%50 == 49 {
+				recs[j].Kind, recs[j].State, recs[j].MessageID = store.KindDeclined, "", fmt.Sprintf("inv-%d", n)
+			}
+		}
+		out, err := d.Append(t.Context(), recs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole = append(whole, out...)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := foldDecisions(whole)
+	keep := newestDecisions(whole)
+
+	// Through the end, most records go and Compact makes the log anew;
+	// through the first third, most stay and it deletes ranges.
+	throughs := []int64{whole[len(whole)-1].Seq, whole[len(whole)/3].Seq}
+	compacted := make([]string, len(throughs))
+	for k, through := range throughs {
+		kept := map[int64]bool{}
+		for _, seq := range keep {
+			kept[seq] = true
+		}
+		compacted[k] = logString(slices.DeleteFunc(slices.Clone(whole), func(r store.Record) bool { return r.Seq <= through && !kept[r.Seq] }))
+	}
+	wholeLog := logString(whole)
+
+	// How long a Compact takes here, one through each way, run to its end.
+	took := make([]time.Duration, len(throughs))
+	for k, through := range throughs {
+		path := copyFile(t, base, filepath.Join(dir, fmt.Sprintf("calibrate-%d.db", k)))
+		var rebuilt bool
+		took[k], rebuilt = compactChild(t, path, through, -1)
+		if rebuilt != (k == 0) {
+			t.Fatalf("the Compact through %d made the log anew: %v; the test wants that only through the end", through, rebuilt)
+		}
+		if got := checkCompacted(t, path, wholeLog, compacted[k], want, fmt.Sprintf("a Compact through %d run to its end", through), nil); got != "compacted" {
+			t.Fatalf("a Compact through %d run to its end left the %s log", through, got)
+		}
+	}
+	t.Logf("a Compact through the end took %v, through the first third %v", took[0], took[1])
+
+	outcomes := map[string]int{}
+	for i := range iterations {
+		k := i % len(throughs)
+		// The first kill of each way comes as soon as the child says it is
+		// compacting, the others at a random point up to half again as
+		// long as a Compact takes.
+		var delay time.Duration
+		if i >= len(throughs) {
+			delay = time.Duration(rng.Int64N(int64(took[k]) * 3 / 2))
+		}
+		path := copyFile(t, base, filepath.Join(dir, fmt.Sprintf("run-%d.db", i)))
+		compactChild(t, path, throughs[k], delay)
+		got := checkCompacted(t, path, wholeLog, compacted[k], want, fmt.Sprintf("run %d (through %d, killed %v after it began)", i, throughs[k], delay), func(d *DB) {
+			// The whole log: compacting it again gives the compacted one.
+			if _, err := d.Compact(t.Context(), throughs[k], keep); err != nil {
+				t.Fatalf("run %d: Compact after the crash: %v", i, err)
+			}
+		})
+		outcomes[got]++
+		os.Remove(path)
+	}
+	t.Logf("%d kills during a Compact: %v", iterations, outcomes)
+	if outcomes["whole"] == 0 {
+		t.Errorf("no kill came before a Compact's COMMIT: the test tested nothing")
+	}
+}
+
+// copyFile copies the closed store at from to to.
+func copyFile(t *testing.T, from, to string) string {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(from + "-wal"); err == nil {
+		t.Fatalf("%s has a -wal: it is not closed", from)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// compactChild runs a child that compacts the log at path through
+// through, and kills it delay after it says it is compacting, or lets it
+// finish when delay is negative. It returns how long the Compact took
+// (from the child's "compacting" to its "compacted") and whether it made
+// the log anew, or 0 and false when killed.
+func compactChild(t *testing.T, path string, through int64, delay time.Duration) (time.Duration, bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashCompactChild$")
+	cmd.Env = append(os.Environ(), crashCompactFileEnv+"="+path, crashCompactThroughEnv+"="+strconv.FormatInt(through, 10))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	var kill *time.Timer
+	defer func() {
+		hung.Stop()
+		if kill != nil {
+			kill.Stop()
+		}
+		cmd.Process.Kill()
+		stdin.Close()
+		cmd.Wait()
+	}()
+	var began time.Time
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "compacting":
+			began = time.Now()
+			if delay >= 0 {
+				kill = time.AfterFunc(delay, func() { cmd.Process.Kill() }) // SIGKILL
+			}
+		case strings.HasPrefix(line, "compacted "):
+			if delay < 0 {
+				return time.Since(began), strings.HasSuffix(line, " true")
+			}
+		case strings.HasPrefix(line, "ERR "):
+			t.Fatalf("child: %s", line)
+		}
+	}
+	if delay < 0 {
+		t.Fatalf("the child ended before it compacted; stderr:\n%s", stderr.String())
+	}
+	if began.IsZero() {
+		t.Fatalf("the child ended before it began to compact; stderr:\n%s", stderr.String())
+	}
+	return 0, false
+}
+
+// checkCompacted reopens the store at path and checks its log is the
+// whole one or the compacted one, and folds to want; it returns which
+// ("whole" or "compacted"). With the whole log, it calls again (when not
+// nil) and checks the log is then the compacted one.
+func checkCompacted(t *testing.T, path, whole, compacted string, want map[decisionKey]store.Record, what string, again func(*DB)) string {
+	t.Helper()
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatalf("%s: reopen: %v", what, err)
+	}
+	defer d.Close()
+	read := func() []store.Record {
+		var recs []store.Record
+		if err := d.Replay(t.Context(), func(r store.Record) error { recs = append(recs, r); return nil }); err != nil {
+			t.Fatalf("%s: replay: %v", what, err)
+		}
+		return recs
+	}
+	recs := read()
+	folded := foldDecisions(recs)
+	if !maps.EqualFunc(want, folded, func(a, b store.Record) bool { return a.Seq == b.Seq && a.Source == b.Source && a.State == b.State }) {
+		t.Fatalf("%s: the log folds to %d decisions that are not the whole log's %d", what, len(folded), len(want))
+	}
+	switch logString(recs) {
+	case compacted:
+		return "compacted"
+	case whole:
+		if again != nil {
+			again(d)
+			if logString(read()) != compacted {
+				t.Fatalf("%s: compacting the whole log again did not give the compacted one", what)
+			}
+		}
+		return "whole"
+	}
+	t.Fatalf("%s: the log (%d records) is neither the whole one (%d) nor the compacted one", what, len(recs), strings.Count(whole, "\n"))
+	return ""
+}
+
+// raceEnabled is set in a build with the race detector (race_test.go).
+var raceEnabled bool
