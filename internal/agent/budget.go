@@ -203,13 +203,18 @@ type selection struct {
 	left     map[origin]int
 	leftAt   []origin // left's keys, in the order first left out
 	consumed map[string]int64
+	// base is where an agent's base moves to once this is recorded:
+	// everything at or below it is consumed (0: it doesn't move).
+	base int64
 }
 
 func newSelection(r *runner) *selection {
 	return &selection{r: r, left: map[origin]int{}, consumed: map[string]int64{}}
 }
 
-func (s *selection) empty() bool { return len(s.items) == 0 && len(s.consumed) == 0 }
+func (s *selection) empty() bool {
+	return len(s.items) == 0 && len(s.consumed) == 0 && s.base <= s.r.base
+}
 
 // read takes one message r read: shown (an item) or consumed unseen.
 func (s *selection) read(m store.Message, v verdict) {

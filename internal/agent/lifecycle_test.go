@@ -250,3 +250,55 @@ type windowed struct {
 func (m *windowed) Info() model.Info {
 	return model.Info{ID: "windowed", Vendor: "test", ContextWindow: m.window}
 }
+
+// counting is a store that counts the inbox rows its pages return.
+type counting struct {
+	store.Store
+	mu   sync.Mutex
+	rows int
+}
+
+func (c *counting) Page(ctx context.Context, q store.InboxQuery) ([]store.Message, error) {
+	page, err := c.Store.Page(ctx, q)
+	c.mu.Lock()
+	c.rows += len(page)
+	c.mu.Unlock()
+	return page, err
+}
+
+func (c *counting) read() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.rows
+	c.rows = 0
+	return n
+}
+
+// TestPullReadsWhatIsNew: once an agent has consumed the inbox, a new
+// message costs a read of that message (by the router and by the agent),
+// not of the inbox from the agent's start.
+func TestPullReadsWhatIsNew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory()
+		st := &counting{Store: mem}
+		opts := Options{Store: st}
+		h := setup(t, &opts)
+		h.st = mem
+		h.env.channel("chat", "quiet", "closed")
+		h.start(opts)
+		defer h.rt.Close()
+		var msgs []store.Message
+		for i := range 2000 {
+			msgs = append(msgs, chanMsg("chat", "quiet", fmt.Sprint("q", i), "not for ada"))
+		}
+		h.add(msgs...)
+		st.read()
+		h.add(chanMsg("chat", "quiet", "last", "one more"))
+		if n := st.read(); n > 4 {
+			t.Errorf("one new message: %d inbox rows read, want at most 4 (the router's and the agent's, each once or twice)", n)
+		}
+		if c := h.cursors()[cursorName("ada")]; c < msgs[len(msgs)-1].Seq {
+			t.Errorf("the agent's base is %d, want it past the consumed %d", c, msgs[len(msgs)-1].Seq)
+		}
+	})
+}

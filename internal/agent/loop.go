@@ -340,6 +340,9 @@ func (t *turn) record(reason string) {
 				cursors[serverCursorName(r.name, server)] = pos
 			}
 		}
+		if t.sel.base > r.base {
+			cursors[cursorName(r.name)] = t.sel.base
+		}
 	}
 	if len(entries) == 0 && len(cursors) == 0 {
 		return
@@ -367,6 +370,9 @@ func (t *turn) record(reason string) {
 			} else {
 				r.cursors[server] = pos
 			}
+		}
+		if t.sel.base > r.base {
+			r.base = t.sel.base
 		}
 	}
 	r.turns = index

@@ -60,9 +60,6 @@ func newRouter(rt *Runtime, cursors map[string]int64) *router {
 		ro.floor = -1
 		for _, r := range rt.agents {
 			ro.floor = minPos(ro.floor, r.base)
-			for _, c := range r.cursors {
-				ro.floor = min(ro.floor, c)
-			}
 		}
 		ro.pos = ro.floor
 		return ro
@@ -77,9 +74,9 @@ func newRouter(rt *Runtime, cursors map[string]int64) *router {
 			ro.recorded[s] = c
 		}
 	}
-	for s, c := range p.cursors {
+	for s := range p.cursors {
 		if _, ok := ro.routed[s]; !ok {
-			ro.routed[s] = c
+			ro.routed[s] = p.cursor(s)
 		}
 	}
 	ro.pos = ro.floor

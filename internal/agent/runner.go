@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -79,15 +80,13 @@ func (r *runner) poke() {
 // stop ends a fork's loop (it retired).
 func (r *runner) stop() { r.cancel() }
 
-// cursor is r's position in server's messages.
+// cursor is r's position in server's messages: everything at or below
+// an agent's base is consumed, whatever its server.
 func (r *runner) cursor(server string) int64 {
 	if r.fork {
 		return r.base
 	}
-	if c, ok := r.cursors[server]; ok {
-		return c
-	}
-	return r.base
+	return max(r.cursors[server], r.base)
 }
 
 // idleSince reports when a fork was last busy, and whether it is idle
@@ -199,29 +198,32 @@ func (r *runner) wakeAt(t time.Time) {
 // pull reads what is there for r from its cursors up to what the router
 // has routed, a page at a time, and selects what a turn shows of it
 // (budget.go). A message whose channel isn't registered yet stops its
-// server's reading there, and r is woken when it may go.
+// server's reading there, and r is woken when it may go. An agent's base
+// moves up to where everything before is consumed, so that a pull reads
+// only what is new, not the inbox from the agent's start.
 func (r *runner) pull() (*selection, error) {
 	rt := r.rt
 	sel := newSelection(r)
-	var q store.InboxQuery
+	q := store.InboxQuery{After: r.base}
 	if r.fork {
 		ch := r.home.channel
 		q = store.InboxQuery{Server: r.home.server, Channel: &ch, After: r.base, Through: rt.router.routedUpTo(r.home.server)}
-	} else {
-		q.After = r.base
-		for _, c := range r.cursors {
-			q.After = min(q.After, c)
-		}
 	}
 	held := map[string]bool{}
 	var wake time.Time
+	scanned, stop := q.After, int64(math.MaxInt64)
 	for {
 		page, err := rt.opts.Store.Page(r.ctx, q)
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range page {
-			if held[m.Server] || m.Seq <= r.cursor(m.Server) || m.Seq > rt.router.routedUpTo(m.Server) {
+			scanned = m.Seq
+			if m.Seq <= r.cursor(m.Server) {
+				continue
+			}
+			if held[m.Server] || m.Seq > rt.router.routedUpTo(m.Server) {
+				stop = min(stop, m.Seq)
 				continue
 			}
 			v := verdict{}
@@ -230,6 +232,7 @@ func (r *runner) pull() (*selection, error) {
 			}
 			if v.wait {
 				held[m.Server] = true
+				stop = min(stop, m.Seq)
 				wake = earliest(wake, v.until)
 				continue
 			}
@@ -239,6 +242,9 @@ func (r *runner) pull() (*selection, error) {
 			break
 		}
 		q.After = page[len(page)-1].Seq
+	}
+	if !r.fork {
+		sel.base = min(scanned, stop-1)
 	}
 	r.mu.Lock()
 	r.held = len(held) > 0
