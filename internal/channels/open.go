@@ -113,6 +113,11 @@ func (m *machine) ensureOpenSettled(c *chanState, source string, who caller, the
 				then(openOutcome{err: res.err, reason: m.describe(c.key.Server, res.err)})
 			case !res.open:
 				then(openOutcome{err: errPrevented, reason: textPreventedByLifecycle, prevented: true})
+			case !wantOpen(c.decision):
+				// The open it joined succeeded, but a newer decision (the
+				// agent's close) came while it was out: nothing is posted
+				// into a channel the agent closed.
+				then(openOutcome{err: errSuperseded, reason: errSuperseded.text})
 			default:
 				then(openOutcome{})
 			}
