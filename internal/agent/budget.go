@@ -25,7 +25,8 @@ import (
 //     tokens): a longer one is cut, its text to what fits, its images
 //     past it left out, and a line says so, with its size. The cut is
 //     what the conversation keeps, so the whole never comes back from
-//     history. A tool's result is cut the same way.
+//     history. A tool's result is cut the same way, and an image past
+//     MaxImageBytes is shown as a line saying so.
 //   - What a wake-up brings gets at most half of what is left once the
 //     system prompt and the tools are counted. Of more, the newest are
 //     shown: the oldest messages that don't address the agent go first,
@@ -33,10 +34,13 @@ import (
 //     MaxBatch are shown. What was left out is counted, by channel, and
 //     the turn says so in one line before what it shows; those messages
 //     are consumed, not shown later.
-//   - The history gets what is left: the newest messages that fit, cut
-//     where a user message starts that answers no tool call; the request
-//     says how many earlier messages it leaves out (that line is in the
-//     request only, not kept).
+//   - The hooks' injections count too. The history gets what is left:
+//     the newest messages that fit, cut where a user message starts that
+//     answers no tool call; the request says how many earlier messages it
+//     leaves out (that line is in the request only, not kept). A turn
+//     that alone is past the room (many rounds of tool results) has its
+//     oldest results left out of the request, each said so. A runner
+//     holds at most 2 × MaxHistory messages of its conversation.
 
 // Defaults of the budget.
 const (
@@ -280,12 +284,17 @@ func (s *selection) leftOut() string {
 }
 
 // context is what the model is sent: the newest part of the history that
-// fits what is left once the turn's own messages are counted, then the
-// turn's messages, merged where roles repeat. The history is cut where a
-// user message starts that answers no tool call, so that no tool result is
-// left without its call; the request says how much it left out.
-func (r *runner) context(turn []model.Message, system string, tools []model.Tool) []model.Message {
-	room := r.available(system, tools) - messagesTokens(turn)
+// fits what is left once the turn's own messages (and extra, the hooks'
+// injections) are counted, then the turn's messages, merged where roles
+// repeat. The history is cut where a user message starts that answers no
+// tool call, so that no tool result is left without its call; the request
+// says how much it left out. A turn that alone is past the room (rounds
+// of tool results) has its oldest results left out of the request, each
+// said so, its calls kept: t.msgs, what is recorded, keeps them whole.
+func (r *runner) context(turn []model.Message, system string, tools []model.Tool, extra int) []model.Message {
+	avail := r.available(system, tools) - extra
+	turn = fitTurn(turn, avail)
+	room := avail - messagesTokens(turn)
 	h := r.history
 	if len(h) > MaxHistory {
 		h = h[len(h)-MaxHistory:]
@@ -304,7 +313,7 @@ func (r *runner) context(turn []model.Message, system string, tools []model.Tool
 	}
 	kept := h[start:]
 	var out []model.Message
-	if left := len(r.history) - len(kept); left > 0 {
+	if left := r.dropped + len(r.history) - len(kept); left > 0 {
 		out = append(out, model.Message{Role: model.User, Content: []model.Block{{Type: model.Text, Text: textHistoryLeftOut(left)}}})
 	}
 	for _, m := range kept {
@@ -312,6 +321,37 @@ func (r *runner) context(turn []model.Message, system string, tools []model.Tool
 	}
 	for _, m := range turn {
 		out = appendMessage(out, m)
+	}
+	return out
+}
+
+// fitTurn leaves the oldest tool results' content out of a turn past
+// avail, until it fits or only the newest message's are left; turn itself
+// is not changed.
+func fitTurn(turn []model.Message, avail int) []model.Message {
+	if messagesTokens(turn) <= avail {
+		return turn
+	}
+	out := make([]model.Message, len(turn))
+	copy(out, turn)
+	over := messagesTokens(turn) - avail
+	for i := 0; i < len(out)-1 && over > 0; i++ {
+		if out[i].Role != model.User {
+			continue
+		}
+		c := make([]model.Block, len(out[i].Content))
+		copy(c, out[i].Content)
+		for j, b := range c {
+			if over <= 0 || b.Type != model.ToolResult || b.Result == nil {
+				continue
+			}
+			was := blocksTokens([]model.Block{b})
+			res := *b.Result
+			res.Content = []model.Block{{Type: model.Text, Text: textResultLeftOut}}
+			c[j] = model.Block{Type: model.ToolResult, Result: &res}
+			over -= was - blocksTokens([]model.Block{c[j]})
+		}
+		out[i].Content = c
 	}
 	return out
 }

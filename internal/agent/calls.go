@@ -49,7 +49,9 @@ func (t *turn) callTools(calls []model.ToolCall) []model.Block {
 	results := make([]model.Block, len(calls))
 	for i, c := range calls {
 		a := answers[i]
-		results[i] = model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: a.Content, IsError: a.IsError}}
+		// A result is cut as a message is (budget.go): one result can't
+		// fill the window, nor come back whole from history.
+		results[i] = model.Block{Type: model.ToolResult, Result: &model.Result{CallID: c.ID, Content: cut(a.Content, t.r.messageBound()), IsError: a.IsError}}
 		t.event(Event{Event: EventTool, CallID: c.ID, Tool: c.Name, Outcome: a.Outcome, Text: blocksText(a.Content)})
 	}
 	return results

@@ -39,13 +39,27 @@ func (r *runner) load(ctx context.Context) error {
 			return fmt.Errorf("entry %d: %w", e.Seq, err)
 		}
 		r.turns = max(r.turns, b.Turn)
-		r.history = appendMessage(r.history, model.Message{Role: b.Role, Content: b.Content})
+		r.remember(model.Message{Role: b.Role, Content: b.Content})
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("agent %s: reading its history: %w", r.name, err)
 	}
 	return nil
+}
+
+// remember adds m to the history r holds: at most the newest 2 ×
+// MaxHistory messages (a request sends at most MaxHistory), the older
+// counted in r.dropped, so a long conversation costs what a request can
+// use, not its whole length.
+func (r *runner) remember(m model.Message) {
+	r.history = appendMessage(r.history, m)
+	if n := len(r.history); n > 2*MaxHistory {
+		keep := make([]model.Message, MaxHistory)
+		copy(keep, r.history[n-MaxHistory:])
+		r.dropped += n - MaxHistory
+		r.history = keep
+	}
 }
 
 // appendMessage appends m, merged into the last message when both are

@@ -80,7 +80,7 @@ func historyRunner(h []model.Message) *runner {
 func TestContextKeepsAShortHistory(t *testing.T) {
 	h := longHistory(MaxHistory)
 	r := historyRunner(h)
-	got := r.context([]model.Message{user(textBlock("now"))}, "", nil)
+	got := r.context([]model.Message{user(textBlock("now"))}, "", nil, 0)
 	if len(got) != MaxHistory+1 || got[0].Content[0].Text != "u0" || got[MaxHistory].Content[0].Text != "now" {
 		t.Errorf("context of %d messages: %d messages, first %+v, last %+v", MaxHistory, len(got), got[0], got[len(got)-1])
 	}
@@ -113,7 +113,7 @@ func TestContextTrims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := historyRunner(tc.h)
-			got := r.context(nil, "", nil)
+			got := r.context(nil, "", nil, 0)
 			if len(got) > MaxHistory {
 				t.Errorf("%d messages sent, more than MaxHistory", len(got))
 			}
@@ -142,7 +142,7 @@ func TestContextNeverStartsWithAToolResult(t *testing.T) {
 		t.Fatalf("set-up: the cut is at %+v, want the tool result", h[len(h)-MaxHistory])
 	}
 	r := historyRunner(h)
-	got := r.context([]model.Message{assistant(textBlock("turn"))}, "", nil)
+	got := r.context([]model.Message{assistant(textBlock("turn"))}, "", nil, 0)
 	if got[0].Role != model.User || startsWithResult(got[0]) || got[0].Content[1].Text != "fresh" {
 		t.Errorf("context starts with %+v, want the user message %q", got[0], "fresh")
 	}
@@ -157,7 +157,7 @@ func TestContextMergesTheTurnWithoutTouchingHistory(t *testing.T) {
 	content := make([]model.Block, 1, 8)
 	content[0] = textBlock("notice")
 	r := historyRunner([]model.Message{user(textBlock("hi")), assistant(textBlock("hello")), {Role: model.User, Content: content}})
-	got := r.context([]model.Message{user(textBlock("shown")), assistant(textBlock("answer"))}, "", nil)
+	got := r.context([]model.Message{user(textBlock("shown")), assistant(textBlock("answer"))}, "", nil, 0)
 	want := []model.Message{user(textBlock("hi")), assistant(textBlock("hello")), user(textBlock("notice"), textBlock("shown")), assistant(textBlock("answer"))}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -258,12 +258,17 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 	info := r.spec.Model.Info()
 	inf := Inference{ID: newInferenceID(), Conversation: r.name, TurnIndex: int(t.index - 1), UserMessage: userText, Model: info}
 	system := r.spec.System
-	msgs := r.context(t.msgs, system, tools)
+	var before, after []model.Block
 	var life Lifecycle
-	if h := r.rt.opts.Hooks; h != nil {
-		sys, before, after := h.Before(t.ctx, inf)
+	h := r.rt.opts.Hooks
+	if h != nil {
+		var sys []model.Block
+		sys, before, after = h.Before(t.ctx, inf)
 		system = joinSystem(system, sys)
-		msgs = inject(msgs, before, after)
+	}
+	// The injections count against the window like the rest.
+	msgs := inject(r.context(t.msgs, system, tools, blocksTokens(before)+blocksTokens(after)), before, after)
+	if h != nil {
 		life = h.Start(inf)
 	}
 	req := model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens}
@@ -355,7 +360,7 @@ func (t *turn) record(reason string) {
 		r.rt.log.Error("an agent's turn could not be recorded; its messages are shown again after a restart", "agent", r.name, "error", err.Error())
 	}
 	for _, m := range t.msgs {
-		r.history = appendMessage(r.history, m)
+		r.remember(m)
 	}
 	if t.sel != nil {
 		for server, pos := range t.sel.consumed {

@@ -132,12 +132,24 @@ func (r *runner) renderPush(m store.Message) item {
 	return it
 }
 
+// MaxImageBytes bounds one image an agent is shown, decoded: a larger one
+// (past the providers' own limit a picture, Anthropic's 5 MB) is shown as
+// a line saying so, so that it can't have every later request refused.
+const MaxImageBytes = 5_000_000
+
+// decodedSize is what base64 data decodes to, near enough.
+func decodedSize(data string) int { return len(data) / 4 * 3 }
+
 // Parts turns the content layer's view into model blocks.
 func Parts(ps []content.Part) []model.Block {
 	out := make([]model.Block, 0, len(ps))
 	for _, p := range ps {
 		switch p.Kind {
 		case content.KindImage:
+			if n := decodedSize(p.Data); n > MaxImageBytes {
+				out = append(out, model.Block{Type: model.Text, Text: textImageTooLarge(content.Label(p.MimeType), n)})
+				continue
+			}
 			out = append(out, model.Block{Type: model.Image, MimeType: p.MimeType, Data: p.Data})
 		case content.KindAudio:
 			out = append(out, model.Block{Type: model.Text, Text: "[audio " + content.Label(p.MimeType) + ": this agent's model takes no audio]"})

@@ -42,7 +42,8 @@ type runner struct {
 	// fork's position is base alone (its channel's messages).
 	base    int64
 	cursors map[string]int64
-	history []model.Message // the conversation, as recorded
+	history []model.Message // the conversation's newest part, as recorded
+	dropped int             // its older messages, not held (remember)
 	turns   int64           // turns recorded so far
 	timer   *time.Timer     // wakes it when a held message may go
 }

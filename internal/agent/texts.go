@@ -195,3 +195,11 @@ func textHistoryLeftOut(n int) string {
 	}
 	return fmt.Sprintf("[host] The %s earlier messages of this conversation are left out of this request, to fit the model's context window.", thousands(n))
 }
+
+// textImageTooLarge stands for an image past MaxImageBytes.
+func textImageTooLarge(mime string, n int) string {
+	return fmt.Sprintf("[image %s, %s: not shown, as it is larger than the %s this agent is shown of one image]", mime, size(n), size(MaxImageBytes))
+}
+
+// textResultLeftOut stands for a tool result left out of one request.
+const textResultLeftOut = "[host] This tool result is left out of this request, to fit the model's context window; it was given in full when the call returned."
