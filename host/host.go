@@ -587,7 +587,18 @@ func (h *Host) Close() error {
 		// recorded, for their next start.
 		set.rt.Close()
 	}
-	h.inbox.Close()
+	// The inbox commits what it holds; a wedged store doesn't hold Close
+	// past channels.AbandonTimeout for it.
+	closed := make(chan struct{})
+	go func() {
+		h.inbox.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(channels.AbandonTimeout):
+		h.log.Error("host closed with inbound messages abandoned: the store did not answer in time")
+	}
 	h.cancel()
 	// A connect that ends now finds the host closed and closes its own
 	// session.

@@ -102,7 +102,15 @@ func (in *received) accept(r *Registry) <-chan inbox.Result {
 // answer waits for the inbox's outcome and answers: the messages are
 // accepted once they are durable.
 func (in *received) answer(r *Registry, done <-chan inbox.Result) (protocol.ChannelsIncomingResult, error) {
-	res := <-done
+	var res inbox.Result
+	select {
+	case res = <-done:
+	case <-r.ctx.Done():
+		// Closing, and the inbox has not answered (a wedged store): not
+		// accepted, as far as this host can say. If they were written
+		// after all, the server's next send of them is kept once.
+		res.Err = errClosing
+	}
 	if res.Err != nil {
 		r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", res.Err.Error())
 		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}

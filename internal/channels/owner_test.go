@@ -269,3 +269,52 @@ func BenchmarkChurn(b *testing.B) {
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(rounds*1000), "kept-B/channel")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds*1000), "ns/channel")
 }
+
+// wedgedInbox is a store whose inbox writes never return until the test
+// lets them.
+type wedgedInbox struct {
+	store.Store
+	release chan struct{}
+}
+
+func (w *wedgedInbox) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, error) {
+	<-w.release
+	return w.Store.AddMessages(ctx, msgs)
+}
+
+// TestCloseWithWedgedInbox: a channels/incoming whose inbox write never
+// returns doesn't hold Close either: the server is told nothing was
+// accepted, and Close returns within its bound, saying what it left.
+func TestCloseWithWedgedInbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := logtest.New()
+		st := &wedgedInbox{Store: store.NewMemory(), release: make(chan struct{})}
+		reg, err := New(Options{Store: st, Logger: logs.Logger(), Describe: describeForTest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := newDouble(t, "channels.register", "channels.incoming")
+		reg.AddServer("s", srv, ServerConfig{})
+		_, start := reg.Register("s", []protocol.ChannelDescriptor{desc("c", false)})
+		start()
+		answered := make(chan error, 1)
+		go func() {
+			_, err := reg.Incoming(context.Background(), "s", []json.RawMessage{json.RawMessage(`{"channelId":"c","messageId":"m1","content":[{"type":"text","text":"hi"}]}`)})
+			answered <- err
+		}()
+		synctest.Wait()
+		began := time.Now()
+		reg.Close()
+		if d := time.Since(began); d > DrainTimeout+AbandonTimeout {
+			t.Errorf("Close took %v, want at most %v", d, DrainTimeout+AbandonTimeout)
+		}
+		if err := recv(t, answered); err == nil || !strings.Contains(err.Error(), "none was accepted") {
+			t.Errorf("channels/incoming = %v, want it refused, nothing accepted", err)
+		}
+		if recs := logs.Find("channel registry closed with inbound messages abandoned: the store did not answer in time"); len(recs) != 1 {
+			t.Errorf("log = %v, want the abandoned inbox named", recs)
+		}
+		close(st.release)
+		synctest.Wait()
+	})
+}

@@ -137,8 +137,8 @@ type Registry struct {
 
 	ctx      context.Context // ends at Close's drain: every lifecycle request ends with it
 	cancel   context.CancelFunc
-	io       sync.WaitGroup // lifecycle requests and compactions out
-	appendWG sync.WaitGroup // the append out (a wedged store may hold it past Close)
+	io       sync.WaitGroup // lifecycle requests out
+	appendWG sync.WaitGroup // the append or compaction out (a wedged store may hold it past Close)
 	bg       sync.WaitGroup // acknowledgments
 	waits    sync.WaitGroup // channels/incoming answers waiting for the inbox
 	inbox    *inbox.Inbox
@@ -301,7 +301,7 @@ func (r *Registry) carry(rd Ready) {
 		go r.append(p)
 	}
 	if c := rd.Compact; c != nil {
-		r.io.Add(1)
+		r.appendWG.Add(1)
 		go r.compact(c)
 	}
 	for _, l := range rd.Logs {
@@ -331,7 +331,7 @@ func (r *Registry) append(p *persistOut) {
 // compact compacts the log to c's snapshot and the tail since, and steps
 // its end back in.
 func (r *Registry) compact(c *compactOut) {
-	defer r.io.Done()
+	defer r.appendWG.Done()
 	dropped, err := 0, errors.New("this store does not compact")
 	if cs, ok := r.opts.Store.(interface {
 		Compact(context.Context, int64, []int64) (int, error)
@@ -400,7 +400,9 @@ const AbandonTimeout = 2 * time.Second
 // DrainTimeout, cancels what is left and waits for it for up to
 // AbandonTimeout; what is still out then is abandoned, with an error log
 // saying what. It returns within DrainTimeout + AbandonTimeout whatever
-// the store and the servers do. The store is the caller's to close.
+// the store and the servers do (an append or an inbox write a wedged
+// store holds is left to end when it does). The store is the caller's to
+// close.
 func (r *Registry) Close() {
 	r.closeOnce.Do(func() {
 		close(r.closing)
@@ -410,6 +412,7 @@ func (r *Registry) Close() {
 		r.step(func(m *machine) { m.close() })
 		drained := r.waitIdle(DrainTimeout)
 		r.cancel()
+		deadline := time.Now().Add(AbandonTimeout)
 		if !drained && !r.waitIdle(AbandonTimeout) {
 			var records, requests int
 			r.do(func(m *machine) { records, requests = m.abandoned() })
@@ -418,15 +421,33 @@ func (r *Registry) Close() {
 		}
 		r.step(nil)
 		<-r.stopped
-		r.io.Wait()
-		r.bg.Wait()
-		r.waits.Wait()
-		if r.ownInbox {
-			r.inbox.Close()
+		r.io.Wait()    // requests end with r.ctx
+		r.bg.Wait()    // so do acknowledgments
+		r.waits.Wait() // and the answers waiting for the inbox
+		if r.ownInbox && !within(deadline, r.inbox.Close) {
+			r.log.Error("channel registry closed with inbound messages abandoned: the store did not answer in time")
 		}
 		r.typingWG.Wait()
 		r.limits.Close()
 	})
+}
+
+// within runs f and waits for it until deadline; false when it had not
+// returned by then (it goes on, on a goroutine of its own).
+func within(deadline time.Time, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		f()
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // waitIdle waits up to d for the machine to have nothing out.
