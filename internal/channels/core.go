@@ -112,6 +112,11 @@ const (
 	refusalExplicitOpen
 )
 
+// liftSource reports whether source is one the lift writes.
+func liftSource(source string) bool {
+	return source == SourceServerBootstrap || source == SourceSubscriptionPolicy
+}
+
 // putBack is the decision a failed incidental open puts back: the one it
 // replaced, with its source, or closed/default-closed when there was
 // none.

@@ -201,7 +201,7 @@ func TestChurnLeavesNothing(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	before := heap()
-	churn(t, reg, 100000, 1000)
+	churn(t, reg, 100000, 1000, false)
 	if !reg.waitIdle(time.Minute) {
 		t.Fatal("the registry did not settle")
 	}
@@ -223,14 +223,46 @@ func TestChurnLeavesNothing(t *testing.T) {
 	}
 }
 
-// churn registers n channels, batch at a time, and removes each batch.
-func churn(tb testing.TB, reg *Registry, n, batch int) {
+// TestChurnOfOpenChannelsStaysBounded: the same for channels registered
+// initially open, each decided open by the lift: each removal forgets its
+// decision, so no state stays, and the log, compacted as it grows, stays
+// within CompactAfter records and a batch.
+func TestChurnOfOpenChannelsStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("registers 100,000 channels; skipped under -short")
+	}
+	st := store.NewMemory()
+	reg, err := New(Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	reg.AddServer("s", &instant{}, ServerConfig{})
+	churn(t, reg, 100000, 1000, true)
+	if !reg.waitIdle(time.Minute) {
+		t.Fatal("the registry did not settle")
+	}
+	var chans int
+	reg.do(func(m *machine) { chans = len(m.chans) })
+	if chans != 0 {
+		t.Errorf("%d channel states kept, want none", chans)
+	}
+	var recs int
+	st.Replay(context.Background(), func(store.Record) error { recs++; return nil })
+	if recs > CompactAfter+2*1000 {
+		t.Errorf("%d records in the log, want at most CompactAfter and a batch's two each", recs)
+	}
+}
+
+// churn registers n channels, batch at a time (initially open or not),
+// and removes each batch.
+func churn(tb testing.TB, reg *Registry, n, batch int, open bool) {
 	for i := 0; i < n; i += batch {
 		descs := make([]protocol.ChannelDescriptor, batch)
 		ids := make([]string, batch)
 		for j := range descs {
 			ids[j] = fmt.Sprint("room-", i+j)
-			descs[j] = protocol.ChannelDescriptor{ID: ids[j]}
+			descs[j] = protocol.ChannelDescriptor{ID: ids[j], InitiallyOpen: open}
 		}
 		_, start := reg.Register("s", descs)
 		start()
@@ -259,7 +291,7 @@ func BenchmarkChurn(b *testing.B) {
 	b.ReportAllocs()
 	rounds := 0
 	for b.Loop() {
-		churn(b, reg, 1000, 1000)
+		churn(b, reg, 1000, 1000, false)
 		rounds++
 	}
 	reg.waitIdle(time.Minute)

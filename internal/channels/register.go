@@ -160,8 +160,9 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 			continue
 		}
 		// The live entry goes and its queued work is cancelled; the
-		// decision stays.
+		// decision stays, unless the lift made it.
 		m.unregister(c)
+		m.forgetLift(c)
 		results = append(results, protocol.ChannelResult{ID: id, Accepted: true})
 	}
 	var retarget []*chanState
@@ -198,6 +199,23 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 	m.decideLifts(reg)
 	m.out.Registered = m.out.Registered || len(accepted) > 0
 	return results, reg
+}
+
+// forgetLift forgets, once its writes are done, the decision of a
+// channel its server removed when the lift made it (server-bootstrap,
+// subscription-policy): nobody else decided, and the next registration
+// makes it again from the descriptor and the policy then. So a server
+// that registers and removes initially open channels leaves nothing
+// behind. A decision of the agent's, a machine close, an incidental open
+// stay. The default's record supersedes the lift's, so a replay forgets it
+// too.
+func (m *machine) forgetLift(c *chanState) {
+	m.whenSettled(c, func() {
+		if c.registered || c.decision == nil || !liftSource(c.decision.Source) {
+			return
+		}
+		m.persist([]*chanState{c}, []store.Record{decisionRec(c, store.Closed, SourceDefaultClosed)}, func([]store.Record, bool) {})
+	})
 }
 
 // at returns l[i], or "" past its end.
