@@ -526,6 +526,7 @@ func (h *Host) Restart(ctx context.Context, id string, newCfg *config.Server) er
 		return err
 	}
 	delete(h.servers, id)
+	delete(h.connected, id) // its OnDisconnect doesn't run for a Close
 	h.markLocked(cfg)
 	h.mu.Unlock()
 	old.sess.Close()
@@ -547,6 +548,7 @@ func (h *Host) Disconnect(id string) error {
 		return &ServerError{ID: id, Err: ErrNotConnected}
 	}
 	delete(h.servers, id)
+	delete(h.connected, id) // its OnDisconnect doesn't run for a Close
 	h.leaveLocked(id)
 	h.mu.Unlock()
 	srv.sess.Close()

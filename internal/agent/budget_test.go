@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,5 +100,21 @@ func TestHistoryHeldIsBounded(t *testing.T) {
 	got := r.context([]model.Message{user(textBlock("now"))}, "", nil, 0)
 	if want := textHistoryLeftOut(5*MaxHistory - MaxHistory); got[0].Content[0].Text != want {
 		t.Errorf("the request starts %q, want %q", got[0].Content[0].Text, want)
+	}
+}
+
+// TestNoticesHeldAreBounded: of more notices than MaxNotices unread, the
+// oldest are left out, and the agent reads how many.
+func TestNoticesHeldAreBounded(t *testing.T) {
+	r := &runner{signal: make(chan struct{}, 1)}
+	for i := range MaxNotices + 5 {
+		r.notice(fmt.Sprint("notice ", i))
+	}
+	got := r.takeNotices()
+	if len(got) != MaxNotices+1 || got[0] != textNoticesLeftOut(5) || got[1] != "notice 5" {
+		t.Errorf("%d notices, first %q and %q; want the line counting 5, then notice 5 on", len(got), got[0], got[1])
+	}
+	if got := r.takeNotices(); len(got) != 0 {
+		t.Errorf("a second read: %q", got)
 	}
 }

@@ -27,13 +27,14 @@ type runner struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	notices []string
-	done    bool      // its loop has ended: notices go to the runtime's late queue
-	busy    bool      // in a turn, or reading
-	last    time.Time // when it was last busy
-	held    bool      // a message it read waits (its channel is not registered yet)
-	at      int64     // a fork's cursor, as the router reads it
+	mu          sync.Mutex
+	notices     []string
+	noticesLeft int       // notices left out since the last read (MaxNotices)
+	done        bool      // its loop has ended: notices go to the runtime's late queue
+	busy        bool      // in a turn, or reading
+	last        time.Time // when it was last busy
+	held        bool      // a message it read waits (its channel is not registered yet)
+	at          int64     // a fork's cursor, as the router reads it
 
 	// The loop's own, not shared:
 	//
@@ -123,6 +124,11 @@ func (r *runner) notice(text string) {
 		r.rt.late.add(r, []string{text})
 		return
 	}
+	if len(r.notices) == MaxNotices {
+		// The oldest go, counted: what one read holds stays bounded.
+		r.notices = r.notices[1:]
+		r.noticesLeft++
+	}
 	r.notices = append(r.notices, text)
 	r.mu.Unlock()
 	r.poke()
@@ -146,9 +152,17 @@ func (r *runner) takeNotices() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.notices
+	if r.noticesLeft > 0 {
+		n = append([]string{textNoticesLeftOut(r.noticesLeft)}, n...)
+		r.noticesLeft = 0
+	}
 	r.notices = nil
 	return n
 }
+
+// MaxNotices bounds the notices a runner holds unread; of more, the
+// oldest are left out and counted.
+const MaxNotices = 1000
 
 func (r *runner) setBusy(on bool) {
 	r.mu.Lock()

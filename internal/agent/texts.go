@@ -203,3 +203,8 @@ func textImageTooLarge(mime string, n int) string {
 
 // textResultLeftOut stands for a tool result left out of one request.
 const textResultLeftOut = "[host] This tool result is left out of this request, to fit the model's context window; it was given in full when the call returned."
+
+// textNoticesLeftOut stands for the notices left out past MaxNotices.
+func textNoticesLeftOut(n int) string {
+	return fmt.Sprintf("[host] %s earlier notices about channels were left out, as more came than this agent is given at once; channel_list shows every channel as it is now.", thousands(n))
+}

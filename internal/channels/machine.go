@@ -163,8 +163,12 @@ func newMachine(has func(server, capability string) bool, describe func(string, 
 // ready returns what to do and forgets it: the caller does it.
 func (m *machine) ready() Ready {
 	if m.batch == nil && !m.compacting {
+		// A compaction that is due goes before the next batch: under a
+		// steady stream of decisions, writes always wait, and it would
+		// never run after them.
+		due := m.appended >= max(m.compactAfter, len(m.chans))
 		switch {
-		case len(m.writes) > 0:
+		case len(m.writes) > 0 && !due:
 			m.ids++
 			b := &batch{id: m.ids, writes: m.writes}
 			m.writes = nil
@@ -174,7 +178,7 @@ func (m *machine) ready() Ready {
 			}
 			m.batch = b
 			m.out.Persist = &persistOut{id: b.id, recs: recs}
-		case m.appended >= max(m.compactAfter, len(m.chans)):
+		case due:
 			m.compacting = true
 			keep := make([]int64, 0, len(m.chans))
 			for _, c := range m.chans {
