@@ -61,10 +61,10 @@ type schedule struct {
 	// channel was last removed: the server forgets a channel it removes,
 	// so the requests before don't count for invariant 3.
 	removedAt map[string]int
-	futures sync.WaitGroup
-	mu      sync.Mutex
-	broken  []string // invariant 2 failures, found as they happen
-	trace   []string
+	futures   sync.WaitGroup
+	mu        sync.Mutex
+	broken    []string // invariant 2 failures, found as they happen
+	trace     []string
 }
 
 func (s *schedule) tracef(format string, args ...any) {
