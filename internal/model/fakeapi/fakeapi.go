@@ -40,6 +40,18 @@
 //   - Token counts a Reply leaves at 0 are estimated as a token per four
 //     bytes, plus one: of the request body for input, of the reply's text,
 //     tool names and arguments for output.
+//   - A test can hold answers (Hold, ReleaseOne, Release; Held, WaitHeld):
+//     a request that arrives while answers are held is recorded, then
+//     waits, before it takes a Reply, until the test lets it go, or until
+//     its client goes away (it then takes no Reply, is not answered, and
+//     WaitAbandoned counts it). The test's cleanup lets every held request
+//     go before the server closes.
+//   - A test can bound the bodies taken (Limit): a request whose body is
+//     over the limit is recorded, then answered HTTP 413 in the provider's
+//     error format (OpenAI: type invalid_request_error, code
+//     request_too_large; Anthropic: type request_too_large), as the
+//     providers refuse a request too large for them; it takes no Reply,
+//     is not counted as answered, and Refused lists its size.
 package fakeapi
 
 import (
@@ -49,6 +61,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,7 +116,13 @@ type Server struct {
 	headers  []http.Header
 	taken    int
 	answered int
-	progress chan struct{} // closed and replaced at each answer
+	progress chan struct{} // closed and replaced at each answer and hold
+
+	holding bool            // requests arriving now are held
+	held    []chan struct{} // the requests held, oldest first; closed to let one go
+	gone    int             // held requests whose clients went away
+	limit   int             // bodies over this many bytes are refused; 0: none
+	refused []int           // the sizes of the bodies refused for the limit
 }
 
 // answer is one request's reply, with what the wire formats need.
@@ -146,7 +165,112 @@ func newServer(t testing.TB, path string, ans func(http.ResponseWriter, *answer)
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve)) // 127.0.0.1
 	t.Cleanup(s.srv.Close)
+	// Cleanups run last first: held requests go before Close waits for
+	// them.
+	t.Cleanup(s.Release)
 	return s
+}
+
+// Hold makes the requests that arrive from now on wait before they are
+// answered, until ReleaseOne or Release lets them go.
+func (s *Server) Hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holding = true
+}
+
+// ReleaseOne lets the oldest held request go on to its answer; later
+// requests are still held. It fails the test when none is held.
+func (s *Server) ReleaseOne() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) == 0 {
+		s.t.Errorf("fakeapi: ReleaseOne with no request held")
+		return
+	}
+	close(s.held[0])
+	s.held = s.held[1:]
+}
+
+// Release lets every held request go on, and stops holding: later
+// requests are answered at once.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holding = false
+	for _, c := range s.held {
+		close(c)
+	}
+	s.held = nil
+}
+
+// Held returns how many requests are held now.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
+// WaitHeld returns once at least n requests are held at once, and fails
+// the test (t.Fatalf) if that has not happened within WaitTimeout. Like
+// t.Fatalf, it must be called from the test's goroutine.
+func (s *Server) WaitHeld(n int) {
+	s.t.Helper()
+	s.waitUntil(fmt.Sprintf("%d requests held", n), func() bool { return len(s.held) >= n })
+}
+
+// WaitAbandoned returns once at least n held requests have been given up
+// because their clients went away (which the server learns a moment after
+// the client does), and fails the test if that has not happened within
+// WaitTimeout.
+func (s *Server) WaitAbandoned(n int) {
+	s.t.Helper()
+	s.waitUntil(fmt.Sprintf("%d held requests abandoned", n), func() bool { return s.gone >= n })
+}
+
+// Limit makes the server refuse, with HTTP 413, every request whose body
+// is over n bytes (0: no limit).
+func (s *Server) Limit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit = n
+}
+
+// Refused returns the sizes of the bodies refused for the limit, in
+// order.
+func (s *Server) Refused() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.refused...)
+}
+
+// waitUntil waits until cond holds (under s.mu), failing the test after
+// WaitTimeout.
+func (s *Server) waitUntil(what string, cond func() bool) {
+	s.t.Helper()
+	timer := time.NewTimer(WaitTimeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ok, ch := cond(), s.progress
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			s.t.Fatalf("fakeapi: no %s after %v", what, WaitTimeout)
+			return
+		}
+	}
+}
+
+// changedLocked wakes the waits.
+func (s *Server) changedLocked() {
+	close(s.progress)
+	s.progress = make(chan struct{})
 }
 
 // Add appends replies to the script.
@@ -241,6 +365,37 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	if s.limit > 0 && len(body) > s.limit {
+		s.refused = append(s.refused, len(body))
+		limit := s.limit
+		s.changedLocked()
+		s.mu.Unlock()
+		s.failure(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request too large: its body is %d bytes, over this server's limit of %d bytes.", len(body), limit))
+		return
+	}
+	if s.holding {
+		release := make(chan struct{})
+		s.held = append(s.held, release)
+		s.changedLocked()
+		s.mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			// The client went away: nothing to answer.
+			s.mu.Lock()
+			if i := slices.Index(s.held, release); i >= 0 {
+				s.held = slices.Delete(s.held, i, i+1)
+			}
+			s.gone++
+			s.changedLocked()
+			s.mu.Unlock()
+			return
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		s.mu.Lock()
+	}
 	var rep Reply
 	if s.taken < len(s.replies) {
 		rep = s.replies[s.taken]
@@ -275,8 +430,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.answered++
-	close(s.progress)
-	s.progress = make(chan struct{})
+	s.changedLocked()
 	s.mu.Unlock()
 }
 
@@ -549,6 +703,8 @@ func openaiFailure(w http.ResponseWriter, status int, message string) {
 		typ, code = "invalid_request_error", "invalid_api_key"
 	case status == http.StatusNotFound:
 		typ, code = "invalid_request_error", "not_found"
+	case status == http.StatusRequestEntityTooLarge:
+		typ, code = "invalid_request_error", "request_too_large"
 	case status == http.StatusTooManyRequests:
 		typ, code = "requests", "rate_limit_exceeded"
 	case status >= 400 && status < 500:
