@@ -26,6 +26,8 @@
 //	                   description (EvilDescription: U+202E and \r), tool results,
 //	                   error messages, receipt notes, flood and event texts
 //	-fail-call MSG     tools/call is answered with a JSON-RPC error (-32000) carrying MSG
+//	-never-answer METHOD  a request of METHOD is taken in and never answered
+//	                   (repeatable): a tools/list that never comes back, say
 //
 // It answers initialize (echoing the host's protocolVersion, capabilities
 // tools plus experimental as above), featureSets/update (as a request) with
@@ -114,6 +116,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,6 +148,7 @@ type Config struct {
 	Tools         []Tool          // nil means one, "echo"
 	Evil          bool
 	FailCall      *string // tools/call's error message, if not nil
+	NeverAnswer   []string
 
 	At          string // "start" (or ""), "policy", or a method name
 	Flood       string
@@ -414,6 +418,9 @@ func (s *server) replyError(id json.RawMessage, code int, msg string) {
 // if -exit-after names its method.
 func (s *server) handle(m message) {
 	isReq := len(m.ID) > 0
+	if isReq && slices.Contains(s.cfg.NeverAnswer, m.Method) {
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		if isReq {

@@ -117,6 +117,20 @@ func TestHandshakeFlags(t *testing.T) {
 			t.Errorf("featureSets/update answered %s", r)
 		}
 	})
+	t.Run("never-answer", func(t *testing.T) {
+		p := start(t, "-never-answer", "tools/list")
+		// Messages are handled in order: each ping's answer comes next
+		// only if the tools/list before it was taken in without one.
+		for id := 1; id <= 3; id += 2 {
+			p.send(request(id, "tools/list", ""))
+			if r := p.answer(id+1, "ping", "").Result; string(r) != `{}` {
+				t.Errorf("ping answered %s", r)
+			}
+		}
+		if r := p.answer(5, "featureSets/update", "").Result; string(r) != `{"accepted":true}` {
+			t.Errorf("featureSets/update answered %s", r)
+		}
+	})
 	t.Run("fail-call", func(t *testing.T) {
 		p := start(t, "-fail-call", "the tool broke")
 		m := p.answer(1, "tools/call", `{"name":"echo","arguments":{"text":"x"}}`)

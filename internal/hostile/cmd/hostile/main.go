@@ -39,6 +39,11 @@ func main() {
 		return nil
 	})
 
+	flag.Func("never-answer", "take requests of this method in and never answer them (repeatable)", func(s string) error {
+		cfg.NeverAnswer = append(cfg.NeverAnswer, s)
+		return nil
+	})
+
 	flag.StringVar(&cfg.At, "at", "start", "when the misbehaviours fire: start, initialize, policy, tools/call, or a method")
 	flag.StringVar(&cfg.Flood, "flood", "", "send -count messages of this method, padded by -size")
 	flag.IntVar(&cfg.Count, "count", 0, "-flood messages (default 1); -stop-reading pings (default 100000)")
