@@ -6,9 +6,18 @@
 // channel.
 //
 // It advertises channels.register, channels.incoming, channels.lifecycle
-// and channels.publish, accepts any policy, and registers Config.Channels
-// as the policy arrives: the registration is written before the policy's
-// answer, so the host has answered it by the time its connect returns.
+// and channels.publish (without channels.lifecycle under
+// Config.NoLifecycle, -no-lifecycle: a server that runs its channels
+// itself), accepts any policy, and registers Config.Channels as the policy
+// arrives: the registration is written before the policy's answer, so the
+// host has answered it by the time its connect returns.
+//
+// A test whose host is a subprocess (mcplhost run) reaches the tools
+// through the control listener (Config.Control, -control FILE): HTTP on
+// 127.0.0.1, POST /tools/{name} with the arguments as the body, answered
+// with a ControlAnswer; where it listens, and the server's pid, are
+// written to FILE (a ControlFile, renamed into place whole) once the host
+// has answered the startup registration.
 //
 // It also plays an agent-facing MCPL server, for a host's end-to-end tests
 // of push events, server-initiated inference, model info and context
@@ -41,6 +50,16 @@
 //	                              with count, once at least that many are in (up to 30 s)
 //	incoming {channelId, messageId, text, content, tags}  sends channels/incoming (content, raw, in place
 //	                              of a text block when given); answers the host's result
+//	incoming_burst {channelId, count, inflight, prefix, size, tags}  sends count channels/incoming
+//	                              requests of one message each, pipelined on the one connection:
+//	                              up to inflight (default 1) unanswered at once, each written only
+//	                              after the one before it, so the host reads them in order; message
+//	                              i (1-based) is id prefix-i (prefix default "b"), its text the id,
+//	                              padded with a space and x's to size bytes when size is more
+//	                              (BurstMessageID, BurstText), tags raw when given; answers a
+//	                              BurstResult: {sent, accepted, notAccepted: [{messageId, why}],
+//	                              failed: [...], notAcceptedCount, failedCount} (at most 100 listed
+//	                              of each), once every request is answered
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
 //	content {content}             answers with a result whose content is the given value, as given
 //	push {eventId, text, content, tags}  sends push/event {featureSet: "test.agent", eventId,
@@ -92,6 +111,14 @@ import (
 type Config struct {
 	// Channels are registered once the host's policy arrives.
 	Channels []protocol.ChannelDescriptor
+	// NoLifecycle leaves channels.lifecycle out of the advertisement: the
+	// server runs its channels itself, and the host sends it no
+	// channels/open or channels/close.
+	NoLifecycle bool
+	// Control, if not "", is a file the server writes a ControlFile to
+	// once the host has answered the startup registration (once the
+	// policy arrives, without Channels): where its control listener is.
+	Control string
 }
 
 // Tools lists the server's tools.
@@ -103,6 +130,7 @@ var Tools = []protocol.Tool{
 	{Name: "held", Description: "Waits until an open or close is held."},
 	{Name: "log", Description: "The requests received."},
 	{Name: "incoming", Description: "Sends channels/incoming."},
+	{Name: "incoming_burst", Description: "Sends many channels/incoming requests, pipelined."},
 	{Name: "send_message", Description: "Posts a message into a channel."},
 	{Name: "content", Description: "Answers with the content it is given."},
 	{Name: "push", Description: "Sends push/event."},
@@ -120,6 +148,7 @@ type server struct {
 	// registerWritten is closed once the startup registration is written.
 	registerWritten chan struct{}
 	writtenOnce     sync.Once
+	readyOnce       sync.Once // the control file is written once
 
 	mu      sync.Mutex
 	changed *sync.Cond
@@ -136,6 +165,8 @@ type server struct {
 	// work counts the goroutines the server starts, so Serve returns only
 	// once they are done (each ends when the connection does).
 	work sync.WaitGroup
+
+	ctl *control // the control listener; nil without Config.Control
 }
 
 // Serve serves one connection until it ends.
@@ -144,10 +175,31 @@ func Serve(s transport.Stream, cfg Config) {
 		chunks: map[string][]string{}}
 	srv.changed = sync.NewCond(&srv.mu)
 	s = watchStream{s, srv}
-	srv.peer = wire.NewPeer(s, wire.Options{Name: "host", Handler: wire.HandlerFunc(srv.serve), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if cfg.Control != "" {
+		ctl, err := srv.startControl()
+		if err != nil {
+			log.Error("chanserver: no control listener", "error", err)
+		}
+		srv.ctl = ctl
+	}
+	srv.peer = wire.NewPeer(s, wire.Options{Name: "host", Handler: wire.HandlerFunc(srv.serve), Logger: log})
 	close(srv.set)
 	<-srv.peer.Done()
+	if srv.ctl != nil {
+		srv.ctl.stop()
+	}
 	srv.work.Wait()
+}
+
+// ready tells the test where the control listener is, if there is one.
+func (srv *server) ready() {
+	if srv.ctl == nil {
+		return
+	}
+	if err := srv.ctl.publish(srv.cfg.Control); err != nil {
+		fmt.Fprintln(os.Stderr, "chanserver: writing the control file:", err)
+	}
 }
 
 func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
@@ -158,7 +210,7 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 			"protocolVersion": protocol.ProtocolVersion,
 			"serverInfo":      protocol.Implementation{Name: "chanserver", Version: "1.0.0"},
 			"capabilities": map[string]any{"tools": map[string]any{}, "experimental": map[string]any{"mcpl": map[string]any{
-				"version": "0.5", "channels": map[string]bool{"register": true, "incoming": true, "lifecycle": true, "publish": true},
+				"version": "0.5", "channels": srv.channelCaps(),
 				"pushEvents":         true,
 				"inferenceRequest":   map[string]bool{"streaming": true},
 				"inferenceLifecycle": true,
@@ -174,11 +226,14 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		if len(srv.cfg.Channels) > 0 {
 			srv.work.Go(func() {
 				srv.peer.Call(ctx, protocol.MethodChannelsRegister, protocol.ChannelsRegisterParams{Channels: srv.cfg.Channels}, nil)
+				srv.readyOnce.Do(srv.ready)
 			})
 			select {
 			case <-srv.registerWritten:
 			case <-time.After(5 * time.Second):
 			}
+		} else {
+			srv.readyOnce.Do(srv.ready)
 		}
 		return protocol.PolicyReceipt{Accepted: true}, nil
 	case protocol.MethodToolsList:
@@ -221,11 +276,24 @@ func (w watchStream) Write(ctx context.Context, msg []byte) error {
 			*slot = m.ID
 		}
 	}
+	if written, ok := ctx.Value(writtenKey{}).(chan struct{}); ok {
+		// A burst's request: the next one waits until this one is out.
+		defer close(written)
+	}
 	err := w.Stream.Write(ctx, msg)
 	if strings.Contains(string(msg), `"method":"channels/register"`) {
 		w.srv.writtenOnce.Do(func() { close(w.srv.registerWritten) })
 	}
 	return err
+}
+
+// channelCaps is the channels advertisement.
+func (srv *server) channelCaps() map[string]bool {
+	caps := map[string]bool{"register": true, "incoming": true, "lifecycle": true, "publish": true}
+	if srv.cfg.NoLifecycle {
+		delete(caps, "lifecycle")
+	}
+	return caps
 }
 
 func short(method string) string { return strings.TrimPrefix(method, "channels/") }
@@ -385,6 +453,14 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 			msg["tags"] = a.Tags
 		}
 		return result(srv.send(ctx, protocol.MethodChannelsIncoming, map[string]any{"messages": []any{msg}}))
+	case "incoming_burst":
+		var b burstArgs
+		json.Unmarshal(p.Arguments, &b)
+		// On a goroutine of its own, as log is: the answers to its
+		// requests come meanwhile.
+		reply := req.Defer()
+		srv.work.Go(func() { reply(result(srv.burst(ctx, b))) })
+		return nil, nil
 	case "content":
 		return map[string]json.RawMessage{"content": a.Content}, nil
 	case "send_message":

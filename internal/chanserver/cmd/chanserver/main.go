@@ -1,6 +1,8 @@
 // Command chanserver runs the scriptable channel server (package
 // chanserver) on stdio. -channels is a JSON array of descriptors to
-// register once the policy is in.
+// register once the policy is in; -no-lifecycle leaves channels.lifecycle
+// out of its advertisement; -control FILE serves its tools on 127.0.0.1
+// too, and writes where to FILE (chanserver.Config.Control).
 package main
 
 import (
@@ -15,8 +17,10 @@ import (
 
 func main() {
 	channels := flag.String("channels", "", "a JSON array of channel descriptors to register once the policy is in")
-	flag.Parse()
 	var cfg chanserver.Config
+	flag.BoolVar(&cfg.NoLifecycle, "no-lifecycle", false, "leave channels.lifecycle out of the advertisement")
+	flag.StringVar(&cfg.Control, "control", "", "serve the tools on 127.0.0.1 too, and write where to this file")
+	flag.Parse()
 	if *channels != "" {
 		if err := json.Unmarshal([]byte(*channels), &cfg.Channels); err != nil {
 			fmt.Fprintln(os.Stderr, "chanserver: -channels:", err)
