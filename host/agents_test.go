@@ -47,8 +47,18 @@ const chatChannels = `[{"id":"a","type":"chat","label":"#a","address":{"room":"a
 
 // newAgentRig writes files (name: text) into a temporary folder, the
 // config among them as config.yaml with SERVER replaced by the channel
-// server's command, and starts a host on it.
+// server's command, and starts a host on it, waiting for its connects to
+// settle.
 func newAgentRig(t *testing.T, cfgText string, files map[string]string) *agentRig {
+	t.Helper()
+	r := prepareAgentRig(t, cfgText, files)
+	r.start()
+	return r
+}
+
+// prepareAgentRig writes the files as newAgentRig does, and starts
+// nothing: begin or start does.
+func prepareAgentRig(t *testing.T, cfgText string, files map[string]string) *agentRig {
 	t.Helper()
 	r := &agentRig{t: t, dir: t.TempDir()}
 	cmd := list(chanserver.Binary(t), "-channels", chatChannels)
@@ -61,12 +71,23 @@ func newAgentRig(t *testing.T, cfgText string, files map[string]string) *agentRi
 	if err := os.WriteFile(filepath.Join(r.dir, "config.yaml"), []byte(r.cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.start()
-	t.Cleanup(func() { r.stop() })
+	t.Cleanup(func() {
+		if r.stop != nil {
+			r.stop()
+		}
+	})
 	return r
 }
 
+// start starts a host on the files and waits for its connects to settle.
 func (r *agentRig) start() {
+	r.t.Helper()
+	r.begin()
+	<-r.h.Settled()
+}
+
+// begin starts a host on the files, and does not wait for its connects.
+func (r *agentRig) begin() {
 	r.t.Helper()
 	cfg, err := config.Load(filepath.Join(r.dir, "config.yaml"))
 	if err != nil {
@@ -86,16 +107,14 @@ func (r *agentRig) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := h.Start(cfg); err != nil {
-		r.t.Fatal(err)
-	}
-	<-h.Settled()
 	r.st, r.h = st, h
-	once := sync.OnceFunc(func() {
+	r.stop = sync.OnceFunc(func() {
 		h.Close()
 		st.Close()
 	})
-	r.stop = once
+	if err := h.Start(cfg); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // must calls a tool and fails the test if it fails.
