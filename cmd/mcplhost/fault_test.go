@@ -12,6 +12,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -291,15 +292,19 @@ const (
 	eventsMCPL   = `{"version":"0.5","pushEvents":true,"featureSets":{"events":{"description":"events","uses":["pushEvents"]}}}`
 )
 
-// TestFaultHeldMessagesPeakRSS is acceptance B: 300 channel registrations
-// of 4 MB each, and 300 push events with 1 MB eventIds, sent right after
-// initialize (so before the policy exchange: held), keep the peak RSS of
-// probe and of call under 300 MB; the report says what became of them.
+// TestFaultHeldMessagesPeakRSS is acceptance B: channel registrations of 4
+// MB each (100, 400 MB in all: at most 8 fit the inbound budget, so the
+// rest are refused whatever their number; 300, as it was first, took 28 s
+// of the 30 s initialize deadline on a loaded 2-core machine under -race),
+// and 300 push events with 1 MB eventIds, sent right after initialize (so
+// before the policy exchange: held), keep the peak RSS of probe and of
+// call under 300 MB; the report says what became of them.
 func TestFaultHeldMessagesPeakRSS(t *testing.T) {
 	t.Parallel()
-	flood := []string{"-mcpl", channelsMCPL, "-flood", "channels/register", "-count", "300", "-size", "4000000", "-at", "initialize"}
+	const registrations = 100
+	flood := []string{"-mcpl", channelsMCPL, "-flood", "channels/register", "-count", fmt.Sprint(registrations), "-size", "4000000", "-at", "initialize"}
 	events := []string{"-mcpl", eventsMCPL, "-events", "300", "-event-id-size", "1000000", "-at", "initialize"}
-	// The initialize answer comes after all of it: 1.2 GB to read before
+	// The initialize answer comes after all of it: 400 MB to read before
 	// the connect settles, longer than call's default 10 s wait on a
 	// loaded machine.
 	call := []string{"--wait", "60s", "srv--echo", `{"text":"fault"}`}
@@ -321,8 +326,8 @@ func TestFaultHeldMessagesPeakRSS(t *testing.T) {
 				if len(rep.EventsOmitted) != 0 {
 					t.Errorf("eventsOmitted = %v, want none", rep.EventsOmitted)
 				}
-				if refused := refusedCount(r.stderr); admitted+refused != 300 {
-					t.Errorf("%d admitted and %d refused by the queue (stderr), want 300 in all", admitted, refused)
+				if refused := refusedCount(r.stderr); admitted+refused != registrations {
+					t.Errorf("%d admitted and %d refused by the queue (stderr), want %d in all", admitted, refused, registrations)
 				}
 			},
 		},
