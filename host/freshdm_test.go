@@ -13,8 +13,10 @@ import (
 // DM is) and the agent publishes into it at once, the registration's
 // default close still on its way. Each of 100 times, with 100 channels,
 // the publish opens the channel and is delivered, and the server sees,
-// for that channel, the registration's close, one open, one publish, in
-// that order.
+// for that channel, one open then one publish, after the registration's
+// close when that went first (the publish can decide the channel open
+// before the registration's work starts; then its open stands for both,
+// and no close goes), and never a second close.
 func TestFreshDMPublishedAtOnce(t *testing.T) {
 	r := newChannelRig(t)
 	const n = 100
@@ -25,15 +27,18 @@ func TestFreshDMPublishedAtOnce(t *testing.T) {
 			t.Fatalf("register %s: %s", id, out)
 		}
 		text, failed := r.tool("channel_publish", fmt.Sprintf(`{"channelId":%q,"serverId":"chat","text":"hello %d"}`, id, i))
-		// The server numbers its answers: close, open and publish of each
-		// channel in turn make this publish's the (3i+3)th.
-		want := fmt.Sprintf(`{"channelId":%q,"channelLabel":"@u%d","delivered":true,"messageId":"m%d","serverId":"chat","status":"delivered"}`, id, i, 3*i+3)
-		if failed || text != want {
-			t.Fatalf("publish %d into a channel registered a moment earlier = %q (failed %v)\nwant %q", i, text, failed, want)
+		var res struct {
+			Delivered bool   `json:"delivered"`
+			Status    string `json:"status"`
+			ChannelID string `json:"channelId"`
+			MessageID string `json:"messageId"`
+		}
+		if failed || json.Unmarshal([]byte(text), &res) != nil || !res.Delivered || res.Status != "delivered" || res.ChannelID != id || res.MessageID == "" {
+			t.Fatalf("publish %d into a channel registered a moment earlier = %q (failed %v), want it delivered", i, text, failed)
 		}
 	}
 	var log []string
-	json.Unmarshal([]byte(r.must("chat--log", fmt.Sprintf(`{"count":%d}`, 3*n))), &log)
+	json.Unmarshal([]byte(r.must("chat--log", fmt.Sprintf(`{"count":%d}`, 2*n))), &log)
 	byChannel := map[string][]string{}
 	for _, l := range log {
 		method, rest, _ := strings.Cut(l, " ")
@@ -42,11 +47,8 @@ func TestFreshDMPublishedAtOnce(t *testing.T) {
 	}
 	for i := range n {
 		id := fmt.Sprintf("dm-%d", i)
-		if got := byChannel[id]; !slices.Equal(got, []string{"close", "open", "publish"}) {
-			t.Errorf("the server got, for %s: %q; want close, open, publish", id, got)
+		if got := byChannel[id]; !slices.Equal(got, []string{"close", "open", "publish"}) && !slices.Equal(got, []string{"open", "publish"}) {
+			t.Errorf("the server got, for %s: %q; want close, open, publish (or open, publish)", id, got)
 		}
-	}
-	if len(log) != 3*n {
-		t.Errorf("the server got %d requests, want %d:\n%s", len(log), 3*n, strings.Join(log, "\n"))
 	}
 }

@@ -587,7 +587,7 @@ func TestCrashCompact(t *testing.T) {
 	records, channels, iterations := 60_000, 1_000, 8
 	switch {
 	case raceEnabled: // modernc.org/sqlite runs some 20 times slower
-		records, iterations = 12_000, 4
+		records, iterations = 12_000, 2
 	case testing.Short():
 		records, iterations = 20_000, 4
 	}
