@@ -143,8 +143,10 @@ type Store interface {
 	// AddMessages adds msgs to the inbox, all or none, and reports for
 	// each whether it was added (false: a message with the same server,
 	// channel and message id was already there, or came earlier in msgs).
-	// Added messages have Seq set in msgs. It returns only once they are
-	// durable.
+	// Added messages have Seq set in msgs, increasing in msgs' order (the
+	// inbox's one writer relies on it: its Seq order is its receipt
+	// order). It returns only once they are durable. A message the backend
+	// can't hold fails the call with an error wrapping ErrInvalid.
 	AddMessages(ctx context.Context, msgs []Message) (added []bool, err error)
 	// Messages calls fn with every inbox message whose Seq is above after,
 	// in Seq order. An error from fn stops it and is returned.

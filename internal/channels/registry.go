@@ -114,8 +114,13 @@ type Registry struct {
 	log    *slog.Logger
 	limits *lograte.Limiter // typing and streaming failures
 
-	// events are stepped into the machine by the owner, in order.
-	events  chan func(*machine)
+	// events are stepped into the machine by the owner, in order: a queue
+	// under its own lock (many goroutines answer at once; a channel made
+	// each of them queue for its lock in turn), wake its signal.
+	eventMu sync.Mutex
+	events  []func(*machine)
+	ended   bool          // the owner took its stop: later events are refused
+	wake    chan struct{} // buffered 1
 	stopped chan struct{} // closed once the owner has stopped
 	m       *machine      // the owner's alone
 
@@ -165,7 +170,7 @@ func New(opts Options) (*Registry, error) {
 		opts.Now = time.Now
 	}
 	r := &Registry{opts: opts, log: opts.Logger, limits: lograte.New(opts.Logger, ""),
-		events: make(chan func(*machine), 256), stopped: make(chan struct{}), closing: make(chan struct{}),
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), closing: make(chan struct{}),
 		conns: map[string]*serverState{}, views: map[Key]*view{}}
 	r.m = newMachine(r.has, r.describe)
 	r.inbox = opts.Inbox
@@ -195,16 +200,27 @@ func New(opts Options) (*Registry, error) {
 	return r, nil
 }
 
-// own is the owner goroutine: it steps each event into the machine and
-// carries out what the machine returns.
+// own is the owner goroutine: it steps the events queued, in order, then
+// carries out what the machine returns, once for the lot.
 func (r *Registry) own() {
 	defer close(r.stopped)
-	for f := range r.events {
-		if f == nil {
+	for range r.wake {
+		r.eventMu.Lock()
+		batch := r.events
+		r.events = nil
+		r.eventMu.Unlock()
+		stop := false
+		for _, f := range batch {
+			if f == nil {
+				stop = true
+				break
+			}
+			f(r.m)
+		}
+		r.carry(r.m.ready())
+		if stop {
 			return
 		}
-		f(r.m)
-		r.carry(r.m.ready())
 		if len(r.idle) > 0 && r.m.idle() {
 			for _, ch := range r.idle {
 				close(ch)
@@ -214,19 +230,24 @@ func (r *Registry) own() {
 	}
 }
 
-// step hands f to the owner; false once the owner has stopped.
+// step hands f to the owner; false once the owner has taken its stop (a
+// nil f, the last event: Close's).
 func (r *Registry) step(f func(*machine)) bool {
-	select {
-	case <-r.stopped:
+	r.eventMu.Lock()
+	if r.ended {
+		r.eventMu.Unlock()
 		return false
+	}
+	if f == nil {
+		r.ended = true
+	}
+	r.events = append(r.events, f)
+	r.eventMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case r.events <- f:
-		return true
-	case <-r.stopped:
-		return false
-	}
+	return true
 }
 
 // do runs f on the owner and waits for it, and for what it changed to be

@@ -137,7 +137,7 @@ func (d *DB) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, err
 	for i := range msgs {
 		m := &msgs[i]
 		if !keepable(m.At) {
-			return nil, fmt.Errorf("store %s: %s: message %d: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, m.At)
+			return nil, fmt.Errorf("store %s: %s: message %d: %w: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, store.ErrInvalid, m.At)
 		}
 		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.Body)
 		for _, t := range m.Tags {
