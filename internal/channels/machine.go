@@ -94,8 +94,9 @@ type batch struct {
 }
 
 // Ready is what the machine asks its owner to do, in this order: publish
-// the views, send the requests, start the append or the compaction, log,
-// then release the notices and the answers.
+// the views, log, release the notices (a channel the policy selects is
+// announced before its open goes out), send the requests, start the
+// append or the compaction, then release the answers.
 type Ready struct {
 	Views   []viewOut
 	Sends   []sendOut

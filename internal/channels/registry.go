@@ -307,6 +307,16 @@ func (r *Registry) carry(rd Ready) {
 		}
 		r.viewMu.Unlock()
 	}
+	for _, l := range rd.Logs {
+		r.log.Log(context.Background(), l.level, l.msg, l.attrs...)
+	}
+	// Notices before the requests they come with: a channel the policy
+	// selects is announced as an intent before its open goes out.
+	if r.opts.OnNotice != nil {
+		for _, n := range rd.Notices {
+			r.opts.OnNotice(n)
+		}
+	}
 	for _, s := range rd.Sends {
 		r.io.Add(1)
 		go r.send(s)
@@ -324,14 +334,6 @@ func (r *Registry) carry(rd Ready) {
 	if c := rd.Compact; c != nil {
 		r.appendWG.Add(1)
 		go r.compact(c)
-	}
-	for _, l := range rd.Logs {
-		r.log.Log(context.Background(), l.level, l.msg, l.attrs...)
-	}
-	if r.opts.OnNotice != nil {
-		for _, n := range rd.Notices {
-			r.opts.OnNotice(n)
-		}
 	}
 	for _, fn := range rd.Replies {
 		fn()
