@@ -32,37 +32,6 @@ type toolOutcome struct {
 	key Key
 }
 
-// resolve finds the registered channel an agent names: by server and id,
-// or by id alone when only one server has it. missing is the text for an
-// id that names none.
-func (m *machine) resolve(id, server, missing string) (*chanState, string) {
-	if id == "" {
-		return nil, missing
-	}
-	if server != "" {
-		c := m.live[server][id]
-		if c == nil {
-			return nil, textChannelNotFoundOn(id, server)
-		}
-		return c, ""
-	}
-	var found *chanState
-	for _, l := range m.live {
-		c := l[id]
-		if c == nil {
-			continue
-		}
-		if found != nil {
-			return nil, textAmbiguous(id)
-		}
-		found = c
-	}
-	if found == nil {
-		return nil, textChannelNotFound(id)
-	}
-	return found, ""
-}
-
 // openTool is channel_open: the agent's open decision, recorded even when
 // the channel is open already, then carried out by an op of its own.
 func (m *machine) openTool(c *chanState, history json.RawMessage, then func(toolOutcome)) {

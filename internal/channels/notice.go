@@ -45,9 +45,3 @@ type Notice struct {
 	SelectedForOpening string
 	Reason             string
 }
-
-func (r *Registry) notify(n Notice) {
-	if r.opts.OnNotice != nil {
-		r.opts.OnNotice(n)
-	}
-}
