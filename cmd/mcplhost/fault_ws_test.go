@@ -138,7 +138,7 @@ func TestFaultTableWebSocket(t *testing.T) {
 			server: []string{"-ws-split", "1000000", "-at", "initialize"},
 			// The bound is that it ends, not how fast: 12 s was seen on a
 			// loaded machine under -race.
-			code:   exitFail, within: 40 * time.Second, inProcess: true,
+			code: exitFail, within: 40 * time.Second, inProcess: true,
 			stderr: []string{"exceeds the limit of 16777216 bytes", "during initialize"},
 		},
 	})
