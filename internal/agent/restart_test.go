@@ -229,7 +229,7 @@ func TestUnregisteredChannelWaits(t *testing.T) {
 		h.env.mu.Lock()
 		h.env.connected["own"] = time.Now()
 		h.env.mu.Unlock()
-		h.add(chanMsg("own", "room", "o1", "waiting"), chanMsg("own", "room", "o2", "waiting too"), chanMsg("chat", "general", "g1", "not held"))
+		h.add(chanMsg("own", "room", "o1", "waiting first"), chanMsg("own", "room", "o2", "waiting second"), chanMsg("chat", "general", "g1", "not held"))
 		reqs := h.model.requests()
 		if len(reqs) != 1 || !containsText(userTexts(reqs[0].Messages), "not held") || containsText(userTexts(reqs[0].Messages), "waiting") {
 			t.Fatalf("model calls before own registered its channel = %d (%v), want one, with chat's message only", len(reqs), reqs)
@@ -246,7 +246,8 @@ func TestUnregisteredChannelWaits(t *testing.T) {
 			t.Fatalf("%d model calls after the registration, want 2", len(reqs))
 		}
 		texts := userTexts([]model.Message{lastUser(t, reqs[1])})
-		if !containsText(texts, "waiting too") || strings.Index(strings.Join(texts, "\n"), "waiting\n") > strings.Index(strings.Join(texts, "\n"), "waiting too") {
+		shown := strings.Join(texts, "\n")
+		if first, second := strings.Index(shown, "waiting first"), strings.Index(shown, "waiting second"); first < 0 || second < first {
 			t.Errorf("second turn shows %q, want o1 then o2", texts)
 		}
 	})
