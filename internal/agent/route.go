@@ -93,14 +93,6 @@ func minPos(a, b int64) int64 {
 	return min(a, b)
 }
 
-func cutRoute(name string) (string, bool) {
-	const prefix = "route/"
-	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
-		return name[len(prefix):], true
-	}
-	return "", false
-}
-
 func (ro *router) poke() {
 	select {
 	case ro.signal <- struct{}{}:

@@ -293,7 +293,16 @@ func cursorName(conversation string) string { return "agent/" + conversation }
 
 func serverCursorName(agent, server string) string { return "agent/" + agent + "/" + server }
 
-func routeCursorName(server string) string { return "route/" + server }
+const routePrefix = "route/"
+
+func routeCursorName(server string) string { return routePrefix + server }
+
+// cutRoute is the server of a router's cursor name; ok is false for any
+// other name.
+func cutRoute(name string) (server string, ok bool) {
+	server, ok = strings.CutPrefix(name, routePrefix)
+	return server, ok && server != ""
+}
 
 // serverCursors reads agent's cursors by server.
 func serverCursors(cursors map[string]int64, agent string) map[string]int64 {
