@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/store"
+	"github.com/mcpl-go/mcpl/store/storetest"
 )
 
 // The crash test: a child process (this test binary, in TestCrashChild)
@@ -188,19 +189,7 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		iterations, budget = 4, 5*time.Second
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s: %v", crashSeedEnv, err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (%s=%d repeats this run)", seed, crashSeedEnv, seed)
-		}
-	})
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := crashRand(t, 0)
 	path := filepath.Join(t.TempDir(), "state", "host.db")
 	all := acked{records: map[string][]int64{}, messages: map[string][]int64{}, entries: map[string][]int64{}, cursors: map[string]int64{}}
 	start := time.Now()
@@ -536,7 +525,7 @@ func TestCrashCompactChild(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Stdout.WriteString("compacting\n")
-	n, err := d.Compact(context.Background(), through, newestDecisions(recs))
+	n, err := d.Compact(context.Background(), through, storetest.NewestDecisions(recs))
 	if err != nil {
 		fmt.Printf("ERR %v\n", err)
 		os.Exit(1)
@@ -545,29 +534,24 @@ func TestCrashCompactChild(t *testing.T) {
 	select {} // until killed, or stdin closes
 }
 
-// decisionKey is what the channel layer folds the log by.
-type decisionKey struct{ server, channel string }
-
-// foldDecisions is the newest decision of each channel, as the channel
-// layer rebuilds its state from Replay.
-func foldDecisions(recs []store.Record) map[decisionKey]store.Record {
-	out := map[decisionKey]store.Record{}
-	for _, r := range recs {
-		if r.Kind == store.KindDecision {
-			out[decisionKey{r.Server, r.Channel}] = r
+// crashRand is a crash test's randomness: the given PCG stream of a seed
+// that is new each run unless crashSeedEnv sets it; a failed test logs
+// the seed.
+func crashRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", crashSeedEnv, err)
 		}
 	}
-	return out
-}
-
-// newestDecisions is the Seqs of foldDecisions(recs), increasing.
-func newestDecisions(recs []store.Record) []int64 {
-	var keep []int64
-	for _, r := range foldDecisions(recs) {
-		keep = append(keep, r.Seq)
-	}
-	slices.Sort(keep)
-	return keep
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d (%s=%d repeats this run)", seed, crashSeedEnv, seed)
+		}
+	})
+	return rand.New(rand.NewPCG(seed, stream))
 }
 
 // logString is a log as the crash test compares it: each record's Seq
@@ -591,19 +575,7 @@ func TestCrashCompact(t *testing.T) {
 	case testing.Short():
 		records, iterations = 20_000, 4
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s: %v", crashSeedEnv, err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (%s=%d repeats this run)", seed, crashSeedEnv, seed)
-		}
-	})
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := crashRand(t, 1)
 
 	// The log: decisions of channels in turn, a decline now and then.
 	dir := t.TempDir()
@@ -632,8 +604,8 @@ func TestCrashCompact(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := foldDecisions(whole)
-	keep := newestDecisions(whole)
+	want := storetest.FoldDecisions(whole)
+	keep := storetest.NewestDecisions(whole)
 
 	// Through the end, most records go and Compact makes the log anew;
 	// through the first third, most stay and it deletes ranges.
@@ -770,7 +742,7 @@ func compactChild(t *testing.T, path string, through int64, delay time.Duration)
 // whole one or the compacted one, and folds to want; it returns which
 // ("whole" or "compacted"). With the whole log, it calls again (when not
 // nil) and checks the log is then the compacted one.
-func checkCompacted(t *testing.T, path, whole, compacted string, want map[decisionKey]store.Record, what string, again func(*DB)) string {
+func checkCompacted(t *testing.T, path, whole, compacted string, want map[storetest.DecisionKey]store.Record, what string, again func(*DB)) string {
 	t.Helper()
 	d, err := Open(path, nil)
 	if err != nil {
@@ -785,7 +757,7 @@ func checkCompacted(t *testing.T, path, whole, compacted string, want map[decisi
 		return recs
 	}
 	recs := read()
-	folded := foldDecisions(recs)
+	folded := storetest.FoldDecisions(recs)
 	if !maps.EqualFunc(want, folded, func(a, b store.Record) bool { return a.Seq == b.Seq && a.Source == b.Source && a.State == b.State }) {
 		t.Fatalf("%s: the log folds to %d decisions that are not the whole log's %d", what, len(folded), len(want))
 	}

@@ -160,12 +160,7 @@ func testCompactConcurrentAppends(t *testing.T, s store.Store) {
 	for g := range appenders {
 		wg.Go(func() {
 			for k := range calls {
-				recs := make([]store.Record, 1+k%3)
-				for i := range recs {
-					recs[i] = decision(g*1000 + k*10 + i)
-					recs[i].Source = fmt.Sprintf("g%d/c%d/r%d", g, k, i)
-				}
-				out, err := s.Append(t.Context(), recs...)
+				out, err := s.Append(t.Context(), callRecords(g, k)...)
 				if err != nil {
 					errs <- fmt.Errorf("goroutine %d call %d: %w", g, k, err)
 					return
@@ -251,19 +246,31 @@ func testReopenCompacted(t *testing.T, s store.Store, reopen func(t *testing.T, 
 	}
 }
 
-// decisionKey is what the channel layer folds the log by.
-type decisionKey struct{ Server, Channel string }
+// DecisionKey is what the channel layer folds the log by.
+type DecisionKey struct{ Server, Channel string }
 
-// foldDecisions is the newest decision record of each (server, channel),
-// as the channel layer rebuilds its state from Replay.
-func foldDecisions(recs []store.Record) map[decisionKey]store.Record {
-	out := map[decisionKey]store.Record{}
+// FoldDecisions is the newest decision record of each (server, channel),
+// as the channel layer rebuilds its state from Replay: a compaction that
+// keeps NewestDecisions must leave a log that folds to the same.
+func FoldDecisions(recs []store.Record) map[DecisionKey]store.Record {
+	out := map[DecisionKey]store.Record{}
 	for _, r := range recs {
 		if r.Kind == store.KindDecision {
-			out[decisionKey{r.Server, r.Channel}] = r
+			out[DecisionKey{r.Server, r.Channel}] = r
 		}
 	}
 	return out
+}
+
+// NewestDecisions is the Seqs of FoldDecisions(recs), increasing: the
+// keep a Compact is given, as the channel layer gives it.
+func NewestDecisions(recs []store.Record) []int64 {
+	var keep []int64
+	for _, r := range FoldDecisions(recs) {
+		keep = append(keep, r.Seq)
+	}
+	slices.Sort(keep)
+	return keep
 }
 
 // sameRecord is cmp.Equal(a, b, cmpOpts...) for records, without the
@@ -344,10 +351,7 @@ func testReplayAfterCompaction(t *testing.T, s store.Store, seed uint64, reopen 
 			if rng.IntN(4) == 0 {
 				through = whole[rng.IntN(len(whole))].Seq
 			}
-			var keep []int64
-			for _, r := range foldDecisions(whole) {
-				keep = append(keep, r.Seq)
-			}
+			keep := NewestDecisions(whole)
 			if rng.IntN(3) == 0 {
 				// Seqs that name nothing: a dropped one, one above the
 				// end, 0.
@@ -376,7 +380,7 @@ func testReplayAfterCompaction(t *testing.T, s store.Store, seed uint64, reopen 
 		// sameRecord first: cmp is slow, and its diff wanted only on a
 		// failure.
 		got := replay(t, s)
-		if want, folded := foldDecisions(whole), foldDecisions(got); !maps.EqualFunc(want, folded, sameRecord) {
+		if want, folded := FoldDecisions(whole), FoldDecisions(got); !maps.EqualFunc(want, folded, sameRecord) {
 			fail("the decisions replay folds to differ from the whole log's (-whole +replayed):\n%s", cmp.Diff(want, folded, cmpOpts...))
 		}
 		if !slices.EqualFunc(live, got, sameRecord) {

@@ -376,6 +376,17 @@ func testAllOrNone(t *testing.T, s store.Store) {
 	}
 }
 
+// callRecords is what goroutine g appends in its call k, in the tests of
+// concurrent Appends: one to three decisions, each Source distinct.
+func callRecords(g, k int) []store.Record {
+	recs := make([]store.Record, 1+k%3)
+	for i := range recs {
+		recs[i] = decision(g*1000 + k*10 + i)
+		recs[i].Source = fmt.Sprintf("g%d/c%d/r%d", g, k, i)
+	}
+	return recs
+}
+
 // Concurrent Appends all land, each with Seqs of its own, each call's in
 // its order; Replay gives them all in Seq order.
 func testConcurrentAppends(t *testing.T, s store.Store) {
@@ -389,13 +400,7 @@ func testConcurrentAppends(t *testing.T, s store.Store) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for k := range calls {
-				n := 1 + k%3
-				recs := make([]store.Record, n)
-				for i := range recs {
-					recs[i] = decision(g*1000 + k*10 + i)
-					recs[i].Source = fmt.Sprintf("g%d/c%d/r%d", g, k, i)
-				}
-				out, err := s.Append(t.Context(), recs...)
+				out, err := s.Append(t.Context(), callRecords(g, k)...)
 				if err != nil {
 					errs <- fmt.Errorf("goroutine %d call %d: %w", g, k, err)
 					return
