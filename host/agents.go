@@ -167,7 +167,12 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 	case <-ctx.Done():
 		return protocol.PushEventResult{}, ctx.Err()
 	}
-	if res.Err != nil {
+	switch {
+	case errors.Is(res.Err, inbox.ErrClosed):
+		// Refused at shutdown: no failure of the store.
+		h.log.Debug("a push event refused: this host is shutting down", "server", ev.Server, "event_id", ev.Params.EventID)
+		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so the event was not accepted: send it again later"}
+	case res.Err != nil:
 		h.log.Error("a push event could not be stored", "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
 		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -106,12 +107,23 @@ func (in *received) answer(r *Registry, done <-chan inbox.Result) (protocol.Chan
 	select {
 	case res = <-done:
 	case <-r.ctx.Done():
-		// Closing, and the inbox has not answered (a wedged store): not
-		// accepted, as far as this host can say. If they were written
-		// after all, the server's next send of them is kept once.
-		res.Err = errClosing
+		// Closing. An answer already there is taken; otherwise (the
+		// inbox is still committing, or its store is wedged) they are
+		// not accepted, as far as this host can say. If they were
+		// written after all, the server's next send of them is kept once.
+		select {
+		case res = <-done:
+		default:
+			res.Err = errClosing
+		}
 	}
-	if res.Err != nil {
+	switch {
+	case errors.Is(res.Err, errClosing) || errors.Is(res.Err, inbox.ErrClosed):
+		// A refusal at shutdown is no failure of the store: the server
+		// is told to send them again, and the log says so at debug.
+		r.log.Debug("inbound channel messages refused: this host is shutting down", "server", in.server, "messages", len(in.msgs))
+		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: refusedClosing}
+	case res.Err != nil:
 		r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", res.Err.Error())
 		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
 	}
@@ -120,6 +132,10 @@ func (in *received) answer(r *Registry, done <-chan inbox.Result) (protocol.Chan
 	}
 	return protocol.ChannelsIncomingResult{Results: in.results}, nil
 }
+
+// refusedClosing answers, to the server, a channels/incoming that arrived
+// as this host stopped: none was accepted.
+const refusedClosing = "this host is shutting down; none of the messages was accepted: send them again later"
 
 // Bounds on a message's tags: more, or longer, are dropped.
 const (

@@ -76,7 +76,7 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		// bytes stay counted against the connection's inbound budget until
 		// it is answered, which bounds what a flood can hold.
 		if !r.reserveWait() {
-			req.Defer()(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down; none of the messages was accepted: send them again later"})
+			req.Defer()(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: refusedClosing})
 			return nil, nil, true
 		}
 		in := r.receive(server, p.Messages)
