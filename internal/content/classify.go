@@ -145,22 +145,21 @@ func stringField(fields map[string]json.RawMessage, key string) (string, bool) {
 // MaxLabelRunes bounds a label a server's string becomes in agent text.
 const MaxLabelRunes = 40
 
-// Label makes a server's short string (a block's type) safe and short for
-// an agent's text: dangerous runes (term's set) are dropped, spaces
-// collapsed, and it is cut to MaxLabelRunes with "…". It is "" when
-// nothing printable is left.
-func Label(s string) string {
-	return bound(clean(s), MaxLabelRunes)
-}
+// Label makes a server's short string (a label, a name, a type) safe and
+// short for a line the host writes: Field, cut to MaxLabelRunes. It is ""
+// when nothing printable is left.
+func Label(s string) string { return Field(s, MaxLabelRunes) }
 
-// Clean makes a server's string safe for an agent's text, as Label does,
-// without cutting it: for ids an agent may have to repeat exactly.
-func Clean(s string) string { return clean(s) }
+// Clean makes a server's string safe for a line the host writes, as Label
+// does, without cutting it: for ids an agent may have to repeat (their
+// framing characters read escaped; the channel tools' answers and the
+// invitation give them exactly, as JSON strings).
+func Clean(s string) string { return Field(s, 0) }
 
 // clean drops what term would escape (controls, bidirectional controls,
 // invalid UTF-8) and the invisible format characters (Unicode Cf:
 // zero-width characters, tag characters), and collapses runs of white
-// space to one space.
+// space (line breaks and separators included) to one space.
 func clean(s string) string {
 	var b strings.Builder
 	space := false
@@ -168,10 +167,10 @@ func clean(s string) string {
 		if r == utf8.RuneError && !validAt(s, i) {
 			continue
 		}
-		if term.Line(string(r)) != string(r) || unicode.Is(unicode.Cf, r) {
+		if dropped(r) {
 			// Controls, bidirectional controls, and the invisible format
 			// characters (zero-width, tag characters) go.
-			space = space || r == '\t' || r == '\n' || r == '\r'
+			space = space || unicode.IsSpace(r)
 			continue
 		}
 		if r == ' ' || r == '\u00a0' {
@@ -185,6 +184,13 @@ func clean(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// dropped reports whether clean drops r: what term would escape
+// (controls, bidirectional controls, line and paragraph separators) and
+// the invisible format characters (Unicode Cf).
+func dropped(r rune) bool {
+	return term.Line(string(r)) != string(r) || unicode.Is(unicode.Cf, r)
 }
 
 func validAt(s string, i int) bool {

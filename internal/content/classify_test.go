@@ -19,7 +19,7 @@ func TestClassifyMarkers(t *testing.T) {
 		{"type not a string", `{"type":7}`, "[Content not shown: a part arrived with no type.]"},
 		{"type that sanitizes to nothing", `{"type":"\u202e\u0007"}`, "[Content not shown: a part arrived with no type.]"},
 		{"unknown type", `{"type":"video","data":"AAAA"}`, `[Content not shown: this host can't display "video" content.]`},
-		{"unknown type with controls", `{"type":"vi\u001b[31mdeo\u202e"}`, `[Content not shown: this host can't display "vi[31mdeo" content.]`},
+		{"unknown type with controls", `{"type":"vi\u001b[31mdeo\u202e"}`, `[Content not shown: this host can't display "vi\[31mdeo" content.]`},
 		{"unknown long type", `{"type":"` + strings.Repeat("x", 100) + `"}`, `[Content not shown: this host can't display "` + strings.Repeat("x", 39) + `…" content.]`},
 		{"text without text", `{"type":"text"}`, "[Text not shown: a text part arrived without readable text.]"},
 		{"text not a string", `{"type":"text","text":{"a":1}}`, "[Text not shown: a text part arrived without readable text.]"},

@@ -17,6 +17,9 @@ type Part struct {
 	Text     string
 	MimeType string
 	Data     string
+	// Host says Text is the host's own (a marker, a stub), not a
+	// server's text: an agent's lane frames only a server's (Body).
+	Host bool
 }
 
 // Lane says where blocks come from.
@@ -52,9 +55,11 @@ func (l Lane) View(blocks []json.RawMessage) []Part {
 				refs = NewRefs(0)
 			}
 			ref := refs.Register(*b.Ref, l.Server, l.Provenance)
-			out = append(out, Part{Kind: KindText, Text: Stub(ref.ID, b.Ref, l.Provenance, Tail(b.Ref, len(ref.Servers) > 0, now()))})
-		default:
+			out = append(out, Part{Kind: KindText, Text: Stub(ref.ID, b.Ref, l.Provenance, Tail(b.Ref, len(ref.Servers) > 0, now())), Host: true})
+		case KindText:
 			out = append(out, Part{Kind: KindText, Text: b.Text})
+		default:
+			out = append(out, Part{Kind: KindText, Text: b.Text, Host: true})
 		}
 	}
 	return out
