@@ -260,7 +260,7 @@ func TestAgentEchoesInOpenChannel(t *testing.T) {
 		t.Errorf("turn_start = %+v", got)
 	}
 	shown := find(evs, agent.EventShown)
-	if len(shown) != 1 || unstamp(shown[0].Text) != "[#a (a) on chat · Ada · addressed to you · message m1]\nhello there" || !stamp.MatchString(shown[0].Text) {
+	if len(shown) != 1 || unstamp(shown[0].Text) != "[#a (a) on chat · from Ada · addressed to you · message m1]\nhello there" || !stamp.MatchString(shown[0].Text) {
 		t.Errorf("shown = %+v", shown)
 	}
 	sp := find(evs, agent.EventSpeech)
@@ -337,7 +337,7 @@ steps:
 2. Join without replying: call channel_open with channelId "b" and serverId "chat".
 3. Stay out: call channel_decline with channelId "b", serverId "chat" and messageId "m1".
 Doing nothing is also fine.`
-	if want := "[#b (b) on chat · Ada · addressed to you · message m1]\n" + invitation + "\ncome to b"; unstamp(shown) != want {
+	if want := "[#b (b) on chat · from Ada · addressed to you · message m1]\n" + invitation + "\ncome to b"; unstamp(shown) != want {
 		t.Errorf("shown:\n%s\nwant:\n%s", shown, want)
 	}
 	tools := find(evs, agent.EventTool)

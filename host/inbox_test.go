@@ -28,7 +28,7 @@ agents:
 `
 
 // shownHeader is the header of a message of channel a, as a turn shows it.
-var shownHeader = regexp.MustCompile(`(?m)^\[#a \(a\) on chat · Ada · message (\S+) · at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$`)
+var shownHeader = regexp.MustCompile(`(?m)^\[#a \(a\) on chat · from Ada · message (\S+) · at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$`)
 
 // shownIDs are the ids of the messages a shown event shows, in order.
 func shownIDs(text string) []string {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/wire"
@@ -82,40 +81,6 @@ func TestRequestFailedText(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestServerWords: a server's words reach an agent flattened to one line
-// (wire.Flatten, tested there); what is the host's own is the bound below.
-func TestServerWords(t *testing.T) {
-	for in, want := range map[string]string{
-		"  the channel\r\nis archived\x1b[0m ": "the channel  is archived[0m",
-		" \t\x07 ":                             "",
-	} {
-		if got := serverWords(in); got != want {
-			t.Errorf("serverWords(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestServerWordsBounded(t *testing.T) {
-	for _, n := range []int{1999, 2000} {
-		s := strings.Repeat("a", n)
-		if got := serverWords(s); got != s {
-			t.Errorf("%d characters were cut to %d", n, utf8.RuneCountInString(got))
-		}
-	}
-	got := serverWords(strings.Repeat("é", 3000))
-	if want := strings.Repeat("é", 1999) + "…"; got != want {
-		t.Errorf("3000 characters: got %d characters ending %q", utf8.RuneCountInString(got), got[len(got)-8:])
-	}
-	// A cut that lands after a space does not leave the space before "…".
-	got = serverWords(strings.Repeat("a", 1998) + " " + strings.Repeat("b", 10))
-	if want := strings.Repeat("a", 1998) + "…"; got != want {
-		t.Errorf("cut at a space: got ...%q", got[len(got)-10:])
-	}
-	if n := utf8.RuneCountInString(serverWords(strings.Repeat("x\n", 5000))); n > maxWords {
-		t.Errorf("bounded words have %d characters, over %d", n, maxWords)
 	}
 }
 

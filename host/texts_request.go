@@ -3,10 +3,9 @@ package host
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/wire"
 )
 
@@ -58,7 +57,7 @@ func requestFailedText(ce *wire.CallError) string {
 		return textCanceled(s)
 	case wire.CauseErrorAnswer:
 		if ce.Answer != nil {
-			if w := serverWords(ce.Answer.Message); w != "" {
+			if w := content.Words(ce.Answer.Message); w != "" {
 				return textErrorAnswer(s, w)
 			}
 		}
@@ -193,18 +192,3 @@ func seconds(d time.Duration) string {
 	return fmt.Sprintf("%d seconds", n)
 }
 
-// maxWords bounds a server's own words in an agent's text, in characters.
-const maxWords = 2000
-
-// serverWords returns a server's message as an agent may read it: one
-// clean line (wire.Flatten: control characters removed, line breaks as
-// spaces, trimmed) of at most maxWords characters, the last of them "…"
-// when it was cut.
-func serverWords(msg string) string {
-	s := wire.Flatten(msg)
-	if utf8.RuneCountInString(s) > maxWords {
-		rs := []rune(s)
-		s = strings.TrimSpace(string(rs[:maxWords-1])) + "…"
-	}
-	return s
-}

@@ -298,7 +298,7 @@ func (c control) awaitGone(t *testing.T) {
 
 // shownMessage is the header of a message of chat's channel a as a turn
 // shows it.
-var shownMessage = regexp.MustCompile(`(?m)^\[#a \(a\) on chat · Ada · message (\S+) · at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$`)
+var shownMessage = regexp.MustCompile(`(?m)^\[#a \(a\) on chat · from Ada · message (\S+) · at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$`)
 
 // shownIDs are the ids of the messages of channel a a shown event shows.
 func shownIDs(text string) []string {

@@ -8,7 +8,7 @@ import (
 )
 
 const sampleTranscript = `{"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"turn_start","wokenBy":[{"kind":"channel","server":"chat","channel":"general","messageId":"m1"}]}
-{"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"shown","text":"[#general (general) on chat · alice · addressed to you · message m1]\nhello \u001b[31mred\u001b[0m"}
+{"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"shown","text":"[#general (general) on chat · from alice · addressed to you · message m1]\nhello \u001b[31mred\u001b[0m"}
 {"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"typing","outcome":"start","server":"chat","channel":"general"}
 {"at":"2026-12-01T10:00:01Z","agent":"ada","turn":1,"event":"model","stop":"tool_use","calls":[{"id":"c1","name":"channel_list","args":{}}],"usage":{"in":10,"out":2},"model":"m"}
 {"at":"2026-12-01T10:00:01Z","agent":"ada","turn":1,"event":"tool","callId":"c1","tool":"channel_list","outcome":"ok","text":"[]"}
@@ -37,7 +37,7 @@ func TestTranscript(t *testing.T) {
 	}
 	for _, want := range []string{
 		" ada turn 1, woken by m1 in general on chat\n",
-		"    | [#general (general) on chat · alice · addressed to you · message m1]\n",
+		"    | [#general (general) on chat · from alice · addressed to you · message m1]\n",
 		"  ada typing start in general\n",
 		"  ada model m: tool_use, 10 tokens in, 2 out\n",
 		"  ada calls channel_list {}\n",

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
 )
 
 // Reader is an agent as the notice rules see it.
@@ -135,18 +136,32 @@ func closesAll(r Reader, n channels.Notice) bool {
 	return true
 }
 
-// list renders channels as "#label (id), #label (id)".
+// MaxListed bounds the channels a notice names: past it, the notice says
+// how many more there are (textMoreChannels), so a server registering
+// thousands of channels at once can't make one notice of them all.
+const MaxListed = 10
+
+// list renders channels as "#label (id), #label (id)", at most MaxListed
+// of them and then how many more.
 func list(chs []channels.ChannelRef) string {
-	parts := make([]string, len(chs))
-	for i, c := range chs {
+	shown := chs[:min(len(chs), MaxListed)]
+	parts := make([]string, len(shown), len(shown)+1)
+	for i, c := range shown {
 		parts[i] = ref(c)
+	}
+	if more := len(chs) - len(shown); more > 0 {
+		parts = append(parts, textMoreChannels(more))
 	}
 	return strings.Join(parts, ", ")
 }
 
+// ref names a channel as its server describes it, "<label> (<id>)" or its
+// id alone, in the framing every line the host writes keeps
+// (content.Label, content.Clean).
 func ref(c channels.ChannelRef) string {
-	if c.Label == "" || c.Label == c.ID {
-		return c.ID
+	label := content.Label(c.Label)
+	if label == "" || c.Label == c.ID {
+		return content.Clean(c.ID)
 	}
-	return c.Label + " (" + c.ID + ")"
+	return label + " (" + content.Clean(c.ID) + ")"
 }

@@ -82,7 +82,7 @@ func (r *runner) renderMessage(m store.Message, v verdict, open bool) item {
 	if v.gone {
 		place += " (no longer registered)"
 	}
-	head := "[" + place + " · " + author
+	head := "[" + place + heading.AuthorMark + author
 	if m.ThreadID != "" {
 		head += " · thread " + content.Clean(m.ThreadID)
 	}
@@ -140,7 +140,10 @@ const MaxImageBytes = 5_000_000
 // decodedSize is what base64 data decodes to, near enough.
 func decodedSize(data string) int { return len(data) / 4 * 3 }
 
-// Parts turns the content layer's view into model blocks.
+// Parts turns the content layer's view into model blocks: every lane an
+// agent reads content through (messages, events, tool results,
+// injections) passes here, and a server's text is framed so that none of
+// its lines passes for one the host writes (content.Body).
 func Parts(ps []content.Part) []model.Block {
 	out := make([]model.Block, 0, len(ps))
 	for _, p := range ps {
@@ -153,8 +156,12 @@ func Parts(ps []content.Part) []model.Block {
 			out = append(out, model.Block{Type: model.Image, MimeType: p.MimeType, Data: p.Data})
 		case content.KindAudio:
 			out = append(out, model.Block{Type: model.Text, Text: "[audio " + content.Label(p.MimeType) + ": this agent's model takes no audio]"})
-		default:
-			out = append(out, model.Block{Type: model.Text, Text: p.Text})
+		case content.KindText:
+			text := p.Text
+			if !p.Host {
+				text = content.Body(text)
+			}
+			out = append(out, model.Block{Type: model.Text, Text: text})
 		}
 	}
 	return out
@@ -182,5 +189,5 @@ func authorName(raw json.RawMessage) string {
 
 // channelRef names a channel as "#label (id)", or its id alone.
 func channelRef(ch channels.ListedChannel, id string) string {
-	return ref(channels.ChannelRef{ID: content.Clean(id), Label: content.Label(ch.Label)})
+	return ref(channels.ChannelRef{ID: id, Label: ch.Label})
 }

@@ -277,7 +277,7 @@ func TestGoneChannelShownAfterTheWait(t *testing.T) {
 			t.Fatalf("%d model calls after the wait, want 1", len(reqs))
 		}
 		texts := userTexts(reqs[0].Messages)
-		if !containsText(texts, "[room on own (no longer registered) · bob · message o1 · at ") || !containsText(texts, "from a gone room") {
+		if !containsText(texts, "[room on own (no longer registered) · from bob · message o1 · at ") || !containsText(texts, "from a gone room") {
 			t.Errorf("shown %q, want the message with a header saying its channel is gone", texts)
 		}
 	})

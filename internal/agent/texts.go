@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
+	"github.com/mcpl-go/mcpl/internal/content"
 )
 
 // The notices agents read about channels the host opened, or failed to,
@@ -43,6 +44,11 @@ func textOpened(n channels.Notice, by string, reader Reader) string {
 	return fmt.Sprintf("[channels] Now open: %s — %s. %s%s", list(n.Channels), why, reach, closing)
 }
 
+// textMoreChannels ends a notice's list of channels past MaxListed.
+func textMoreChannels(n int) string {
+	return "and " + thousands(n) + " more (channel_list shows every channel)"
+}
+
 // textReplyFailed is the reply-open-failed notice for reader.
 func textReplyFailed(n channels.Notice, by string, reader Reader) string {
 	ch := channelOf(n)
@@ -50,7 +56,7 @@ func textReplyFailed(n channels.Notice, by string, reader Reader) string {
 	if by != "" {
 		whose = by + "'s reply"
 	}
-	tool := n.Tool
+	tool := content.Clean(n.Tool)
 	if tool == "" {
 		tool = "a send tool"
 	}
@@ -78,11 +84,16 @@ func textReplyFailed(n channels.Notice, by string, reader Reader) string {
 // The texts of the turn loop: a contract, pinned verbatim by tests
 // (docs/agents.md lists them).
 
-// q quotes an id as the channel tools take it.
+// q quotes an id as the channel tools take it: a JSON string, exact,
+// with the host's framing characters and anything invisible or
+// line-breaking written as JSON escapes ("\u005b", "\u202e"), which
+// decode to the same id.
 func q(s string) string {
 	b, _ := json.Marshal(s)
-	return string(b)
+	return quoteFraming.Replace(content.JSONText(b))
 }
+
+var quoteFraming = strings.NewReplacer("[", `\u005b`, "]", `\u005d`, "·", `\u00b7`)
 
 // textInvitation goes with an addressed message from a channel the
 // reader hasn't opened: what it can do, naming only the tools it may
@@ -151,7 +162,7 @@ func textModelFailed(err error) string {
 
 // textToolNotAllowed refuses a tool the agent may not use.
 func textToolNotAllowed(name string) string {
-	return fmt.Sprintf("%s is not a tool this agent may use, so it was not called, and nothing was done. Use only the tools you were given.", name)
+	return fmt.Sprintf("%s is not a tool this agent may use, so it was not called, and nothing was done. Use only the tools you were given.", content.Clean(name))
 }
 
 // The budget's texts (budget.go).

@@ -67,8 +67,13 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 		case err != nil || msg.ChannelID == nil || msg.MessageID == nil || *msg.ChannelID == "" || *msg.MessageID == "":
 			in.results[i] = protocol.IncomingResult{MessageID: cut(strOr(msg.MessageID)), Reason: "invalid channel/message identity"}
 			continue
-		case len(*msg.ChannelID) > MaxIDBytes || len(*msg.MessageID) > MaxIDBytes:
+		case len(*msg.ChannelID) > MaxIDBytes || len(*msg.MessageID) > MaxIDBytes || msg.ThreadID != nil && len(*msg.ThreadID) > MaxIDBytes:
 			in.results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id is longer than 512 bytes"}
+			continue
+		case !content.Printable(*msg.MessageID) || msg.ThreadID != nil && !content.Printable(*msg.ThreadID):
+			// An agent repeats these ids exactly: they must read as
+			// they are.
+			in.results[i] = protocol.IncomingResult{MessageID: cut(*msg.MessageID), Reason: "invalid channel/message identity: an id holds a control, line break, bidirectional or invisible formatting character"}
 			continue
 		}
 		in.results[i].MessageID = *msg.MessageID

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -134,13 +135,13 @@ type publishParams struct {
 // Publish posts content into a registered channel (thread nil: no place
 // asked; pointing at "": the channel root), opening it first if it is
 // closed.
-func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, content []json.RawMessage, who Caller) PublishOutcome {
+func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, blocks []json.RawMessage, who Caller) PublishOutcome {
 	k := Key{server, channel}
 	desc, registered := r.registration(k)
 	out := PublishOutcome{Server: server, Channel: channel, Label: desc.Label, Status: Failed}
 	place := where(channel, desc.Label, thread)
 	if !registered {
-		out.Text = textNotSent(place, `no registered channel "`+channel+`" on server "`+server+`"`)
+		out.Text = textNotSent(place, `no registered channel "`+content.Clean(channel)+`" on server "`+server+`"`)
 		return out
 	}
 	if thread != nil {
@@ -178,7 +179,7 @@ func (r *Registry) Publish(ctx context.Context, server, channel string, thread *
 		out.Text = textNotSent(place, textNoPublish(server))
 		return out
 	}
-	p := publishParams{ChannelID: channel, Content: content}
+	p := publishParams{ChannelID: channel, Content: blocks}
 	if thread != nil {
 		t := thread
 		if *thread == "" {
@@ -233,7 +234,7 @@ func judge(out PublishOutcome, place, server string, thread *string, answer json
 			echo = new(string) // null: the root
 		}
 		if *echo != *thread {
-			landed := "reported posting in thread " + *echo
+			landed := "reported posting in thread " + content.Clean(*echo)
 			if *echo == "" {
 				landed = "reported posting at the channel root"
 			}
@@ -249,7 +250,7 @@ func threadName(thread *string) string {
 	if *thread == "" {
 		return "the channel root"
 	}
-	return "thread " + *thread
+	return "thread " + content.Clean(*thread)
 }
 
 func labelOr(d protocol.ChannelDescriptor) string {

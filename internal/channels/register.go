@@ -7,6 +7,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -19,7 +20,7 @@ import (
 
 // Bounds on what a server registers (docs/limits.md).
 const (
-	// MaxIDBytes bounds a channel id, and an inbound message id.
+	// MaxIDBytes bounds a channel id, and an inbound message's id and thread id.
 	MaxIDBytes = 512
 	// MaxChannelsPerServer bounds the channels one server has registered
 	// at once.
@@ -31,6 +32,7 @@ const (
 	reasonMissingID     = "invalid descriptor: missing id"
 	reasonLongID        = "invalid descriptor: the id is longer than 512 bytes"
 	reasonBadID         = "invalid descriptor: the id is not valid UTF-8"
+	reasonUnprintableID = "invalid descriptor: the id holds a control, line break, bidirectional or invisible formatting character"
 	reasonDirection     = "invalid descriptor: direction must be outbound, inbound or bidirectional"
 	reasonDuplicate     = "invalid descriptor: the id appears twice in this request"
 	reasonTooMany       = "too many channels: this host keeps at most 65536 per server"
@@ -48,6 +50,10 @@ func checkDescriptor(d protocol.ChannelDescriptor) string {
 		return reasonLongID
 	case !utf8.ValidString(d.ID):
 		return reasonBadID
+	case !content.Printable(d.ID):
+		// An agent repeats an id exactly, and reads it in the host's
+		// lines: it must read as it is.
+		return reasonUnprintableID
 	}
 	switch d.Direction {
 	case "", protocol.DirectionInbound, protocol.DirectionOutbound, protocol.DirectionBidirectional:

@@ -3,6 +3,8 @@ package channels
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mcpl-go/mcpl/internal/content"
 )
 
 // The texts an agent reads from the channel tools and from a failed open.
@@ -186,22 +188,22 @@ func textUnconfirmed(where, reason string) string {
 }
 
 func textUndeclaredThread(label, id, place string) string {
-	return fmt.Sprintf("%s (%s)'s connector doesn't declare where a post lands (MCPL RFC-011), so a post into %s could land anywhere; this host doesn't send it there", label, id, place)
+	return fmt.Sprintf("%s (%s)'s connector doesn't declare where a post lands (MCPL RFC-011), so a post into %s could land anywhere; this host doesn't send it there", content.Label(label), content.Clean(id), place)
 }
 
 func textRootThread(label, id, thread string) string {
-	return fmt.Sprintf("%s (%s) has no threads (its connector declares root), so a post into thread %s is refused", label, id, thread)
+	return fmt.Sprintf("%s (%s) has no threads (its connector declares root), so a post into thread %s is refused", content.Label(label), content.Clean(id), content.Clean(thread))
 }
 
 func textReportedNotDelivered(server, reason string) string {
 	if reason == "" {
 		return fmt.Sprintf(`server "%s" reported delivered:false`, server)
 	}
-	return fmt.Sprintf(`server "%s" reported delivered:false: %s`, server, trimPeriod(reason))
+	return fmt.Sprintf(`server "%s" reported delivered:false: %s`, server, trimPeriod(content.Words(reason)))
 }
 
 func textNotDeliveredButPosted(server, messageID string) string {
-	return fmt.Sprintf(`server "%s" reported delivered:false but named posted message %s (delivery uncertain)`, server, messageID)
+	return fmt.Sprintf(`server "%s" reported delivered:false but named posted message %s (delivery uncertain)`, server, content.Clean(messageID))
 }
 
 func textNoReceipt(server string) string {
@@ -213,17 +215,18 @@ func textEchoMismatch(server, landed, asked string) string {
 }
 
 // where names a channel for a publish text: "<id> (<label>)", and the
-// thread when one was asked for.
+// thread when one was asked for, in the host's framing (content.Clean,
+// content.Label).
 func where(id, label string, thread *string) string {
-	s := id
+	s := content.Clean(id)
 	if label != "" && label != id {
-		s += " (" + label + ")"
+		s += " (" + content.Label(label) + ")"
 	}
 	if thread != nil {
 		if *thread == "" {
 			s += ", at the channel root"
 		} else {
-			s += ", thread " + *thread
+			s += ", thread " + content.Clean(*thread)
 		}
 	}
 	return s

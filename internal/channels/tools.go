@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
@@ -87,7 +88,9 @@ func fail(text string) protocol.CallToolResult { return protocol.TextResult(text
 
 func ok(v any) protocol.CallToolResult {
 	b, _ := json.Marshal(v)
-	return protocol.TextResult(string(b), false)
+	// A server's strings in it (labels, ids) can't reorder or hide
+	// what an agent reads.
+	return protocol.TextResult(content.JSONText(b), false)
 }
 
 // str reads a string argument: ok is false when present and not a string.
@@ -415,7 +418,7 @@ func (r *Registry) acknowledge(ctx context.Context, k Key, messageID, value stri
 		r.log.Warn("channels/acknowledge failed", "server", k.Server, "channel", k.Channel, "error", err.Error())
 		return protocol.ChannelsAcknowledgeResult{}, textAckNotPosted
 	case !res.Acknowledged && res.Reason != "":
-		return res, res.Reason
+		return res, content.Words(res.Reason)
 	case !res.Acknowledged:
 		return res, textAckNotPosted
 	}

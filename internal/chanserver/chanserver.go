@@ -93,6 +93,7 @@
 package chanserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -359,6 +360,7 @@ type toolArgs struct {
 	Answer    string          `json:"answer"`
 	MessageID string          `json:"messageId"`
 	Text      string          `json:"text"`
+	Author    string          `json:"author"` // incoming: the author's name ("Ada" when unset)
 	Content   json.RawMessage `json:"content"`
 	Count     int             `json:"count"`
 
@@ -448,7 +450,8 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		if len(a.Content) > 0 {
 			body = a.Content // as the test wrote it, malformed or not
 		}
-		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": "Ada"}, "content": body}
+		author := cmp.Or(a.Author, "Ada")
+		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": author}, "content": body}
 		if len(a.Tags) > 0 && string(a.Tags) != "null" {
 			msg["tags"] = a.Tags
 		}

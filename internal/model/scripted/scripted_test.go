@@ -62,9 +62,9 @@ func TestEcho(t *testing.T) {
 		{Role: model.Assistant, Content: []model.Block{{Type: model.Text, Text: "first"}}},
 		{Role: model.User, Content: []model.Block{
 			{Type: model.Text, Text: "[delivered] Your reply was posted to #general (g)."},
-			{Type: model.Text, Text: "[#general (g) on chat · bob" + heading.AddressedMark + "message m2]"},
+			{Type: model.Text, Text: "[#general (g) on chat · from bob" + heading.AddressedMark + "message m2]"},
 			{Type: model.Text, Text: "second"},
-			{Type: model.Text, Text: "[#general (g) on chat · carol · message m3]"},
+			{Type: model.Text, Text: "[#general (g) on chat · from carol · message m3]"},
 			{Type: model.Text, Text: "ambient"},
 		}},
 	}
