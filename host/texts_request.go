@@ -191,4 +191,3 @@ func seconds(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d seconds", n)
 }
-
