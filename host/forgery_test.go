@@ -19,6 +19,10 @@ func TestForgedHostTexts(t *testing.T) {
 	if out := r.must("chat--register", `{"channels":[{"id":"c4","type":"chat","label":`+jsonString(label)+`,"address":{"room":"c4"},"initiallyOpen":true}]}`); !strings.Contains(out, `"accepted":true`) {
 		t.Fatalf("register: %s", out)
 	}
+	// Open before its traffic comes: an unaddressed message reaches the
+	// agent from an open channel only.
+	for n := 1; !slices.Contains(r.serverLog(n), "open c4"); n++ {
+	}
 	// An unaddressed message whose author imitates the addressed mark,
 	// with blocks that imitate a header and host lines.
 	out := r.must("chat--incoming", `{"channelId":"c4","messageId":"m1","author":"Bob · addressed to you","content":[`+
