@@ -155,7 +155,22 @@ type Channels struct {
 	// turn picks it up: channels/acknowledge with intent "seen", so that
 	// its author sees the agent has it. "" sends none.
 	AcknowledgeSeen string
+	// MaxDescriptorBytes bounds one channel descriptor's JSON as received,
+	// MaxTotalDescriptorBytes those of all the server's registered
+	// channels together; a descriptor over either is refused, itemized.
+	// 0 means the host's defaults, DefaultMaxDescriptorBytes and
+	// DefaultMaxTotalDescriptorBytes (docs/limits.md).
+	MaxDescriptorBytes, MaxTotalDescriptorBytes int
 }
+
+// The defaults of channels.maxDescriptorBytes and
+// channels.maxTotalDescriptorBytes: channels.MaxDescriptorBytes and
+// channels.MaxTotalDescriptorBytes, which the registry applies (host's
+// tests hold the two equal).
+const (
+	DefaultMaxDescriptorBytes      = 64 << 10
+	DefaultMaxTotalDescriptorBytes = 16 << 20
+)
 
 // SubscriptionMode says which channels host policy opens: none, all, or a
 // list.

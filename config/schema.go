@@ -15,7 +15,7 @@ var (
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
-	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen"}
+	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes"}
 )
 
 // decodeFile decodes a whole file; it returns nil when the file is not a
@@ -214,6 +214,10 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 							s.Channels.AcknowledgeSeen = v
 						}
 					}
+				case "maxDescriptorBytes":
+					s.Channels.MaxDescriptorBytes = d.byteBound(e.val, path, e.key.Line, DefaultMaxDescriptorBytes)
+				case "maxTotalDescriptorBytes":
+					s.Channels.MaxTotalDescriptorBytes = d.byteBound(e.val, path, e.key.Line, DefaultMaxTotalDescriptorBytes)
 				}
 			})
 		}
@@ -463,4 +467,18 @@ func storeProblem(s string) string {
 		return fmt.Sprintf("%q starts with ~, which is not expanded; write the full path, or one relative to this file", s)
 	}
 	return ""
+}
+
+// byteBound parses a bound in bytes: a whole number more than 0 (0, when
+// it is not one: the default).
+func (d *decoder) byteBound(n *yaml.Node, path string, line, def int) int {
+	v, ok := d.integer(n, path, line)
+	if !ok {
+		return 0
+	}
+	if v <= 0 {
+		d.add(line, path, "must be a number of bytes more than 0, not %d (leave it out for %d)", v, def)
+		return 0
+	}
+	return v
 }

@@ -91,6 +91,9 @@ func channelConfig(s config.Server) channels.ServerConfig {
 		SendTools:       s.Channels.SendTools,
 		AcknowledgeSeen: s.Channels.AcknowledgeSeen,
 		Timeout:         s.TimeoutFor(protocol.MethodChannelsOpen),
+
+		MaxDescriptorBytes:      s.Channels.MaxDescriptorBytes,
+		MaxTotalDescriptorBytes: s.Channels.MaxTotalDescriptorBytes,
 	}
 }
 

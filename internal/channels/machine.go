@@ -37,9 +37,12 @@ type machine struct {
 	servers map[string]ServerConfig
 	chans   map[Key]*chanState
 	// live is the registered channels, by server and id.
-	live    map[string]map[string]*chanState
-	closing bool
-	ids     int64
+	live map[string]map[string]*chanState
+	// descBytes is, by server, the bytes of its registered channels'
+	// descriptors (limits.go).
+	descBytes map[string]int
+	closing   bool
+	ids       int64
 
 	// Persistence: one batch out at a time, so completions come in log
 	// order and a compaction never races an append.
@@ -67,6 +70,7 @@ type chanState struct {
 	// desc is the live registration; registered says there is one.
 	desc       protocol.ChannelDescriptor
 	registered bool
+	size       int // desc's bytes, as counted in its server's total (limits.go)
 	gen        int // registrations removed so far: ops from before cancel
 	target     int // bumped when the registration's type or address changes
 	// confirmed says the last lifecycle request for the current
@@ -158,7 +162,7 @@ const CompactAfter = 4096
 
 func newMachine(has func(server, capability string) bool, describe func(string, error) string) *machine {
 	return &machine{has: has, describe: describe, servers: map[string]ServerConfig{}, chans: map[Key]*chanState{},
-		live: map[string]map[string]*chanState{}, dirty: map[Key]bool{}, compactAfter: CompactAfter}
+		live: map[string]map[string]*chanState{}, descBytes: map[string]int{}, dirty: map[Key]bool{}, compactAfter: CompactAfter}
 }
 
 // ready returns what to do and forgets it: the caller does it.
@@ -425,6 +429,7 @@ func (m *machine) disconnected(server string, remove bool) {
 func (m *machine) unregister(c *chanState) {
 	c.registered = false
 	c.desc = protocol.ChannelDescriptor{}
+	m.setSize(c, 0)
 	c.confirmed, c.open = false, false
 	c.gen++
 	if l := m.live[c.key.Server]; l != nil {

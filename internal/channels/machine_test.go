@@ -279,7 +279,7 @@ func (h *machineHarness) handle(t *testing.T, td *datadriven.TestData) string {
 			}
 			descs = append(descs, d)
 		}
-		results, reg := m.register("s", descs, nil)
+		results, reg := m.register("s", descs, nil, nil)
 		h.printResults(results)
 		if name := ""; td.MaybeScanArgs(t, "hold", &name) {
 			h.regs[name] = reg

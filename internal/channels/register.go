@@ -54,6 +54,10 @@ func checkDescriptor(d protocol.ChannelDescriptor) string {
 		// An agent repeats an id exactly, and reads it in the host's
 		// lines: it must read as it is.
 		return reasonUnprintableID
+	case len(d.Label) > MaxLabelBytes:
+		return reasonLongLabel
+	case len(d.Type) > MaxTypeBytes:
+		return reasonLongType
 	}
 	switch d.Direction {
 	case "", protocol.DirectionInbound, protocol.DirectionOutbound, protocol.DirectionBidirectional:
@@ -67,7 +71,7 @@ func checkDescriptor(d protocol.ChannelDescriptor) string {
 // results, to be sent as the answer, and start, to be called once the
 // answer is sent: it starts the lifecycle work. start is never nil.
 func (r *Registry) Register(server string, descs []protocol.ChannelDescriptor) (protocol.ChannelResults, func()) {
-	return r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.register(server, descs, nil) }, func() []string {
+	return r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.register(server, descs, nil, nil) }, func() []string {
 		ids := make([]string, len(descs))
 		for i, d := range descs {
 			ids[i] = d.ID
@@ -85,11 +89,13 @@ func (r *Registry) Changed(server string, p protocol.ChannelsChangedParams, noti
 }
 
 // changes is a channels/changed, with the reasons items that did not
-// decode are refused for ("" for those that did).
+// decode are refused for ("" for those that did) and the bytes each
+// descriptor was received as (nil: given as values; see sizeOf).
 type changes struct {
-	added, updated       []protocol.ChannelDescriptor
-	addedBad, updatedBad []string
-	removed, removedBad  []string
+	added, updated           []protocol.ChannelDescriptor
+	addedBad, updatedBad     []string
+	addedSizes, updatedSizes []int
+	removed, removedBad      []string
 }
 
 func (r *Registry) changed(server string, ch changes, notify bool) (protocol.ChannelResults, func()) {
@@ -139,11 +145,12 @@ type registration struct {
 }
 
 // register validates descs and makes the accepted ones live; pre[i], when
-// not "", refuses descs[i] for that reason. It returns the itemized
-// results, to be sent as the answer, and the registration, to be
-// answered once the answer is sent.
-func (m *machine) register(server string, descs []protocol.ChannelDescriptor, pre []string) ([]protocol.ChannelResult, *registration) {
-	results, accepted := m.add(server, descs, pre)
+// not "", refuses descs[i] for that reason; sizes[i] is the bytes descs[i]
+// was received as (see sizeOf). It returns the itemized results, to be
+// sent as the answer, and the registration, to be answered once the
+// answer is sent.
+func (m *machine) register(server string, descs []protocol.ChannelDescriptor, pre []string, sizes []int) ([]protocol.ChannelResult, *registration) {
+	results, accepted := m.add(server, descs, pre, sizes)
 	reg := &registration{server: server, chans: accepted, directs: m.directs(server)}
 	m.decideLifts(reg)
 	m.out.Registered = m.out.Registered || len(accepted) > 0
@@ -186,8 +193,14 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 			results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: false, Reason: reasonUpdateUnknown})
 			continue
 		}
+		size := sizeOf(ch.updated, ch.updatedSizes, i)
+		if why := m.checkSize(server, c, size); why != "" {
+			results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: false, Reason: why})
+			continue
+		}
 		moved := !sameTarget(c.desc, d)
 		c.desc = d
+		m.setSize(c, size)
 		if moved {
 			// A new target invalidates the open confirmation, and the
 			// decision is carried out again; a label change alone does
@@ -199,7 +212,7 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 		m.touch(c)
 		results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: true})
 	}
-	added, accepted := m.add(server, ch.added, ch.addedBad)
+	added, accepted := m.add(server, ch.added, ch.addedBad, ch.addedSizes)
 	results = append(results, added...)
 	reg := &registration{server: server, chans: accepted, retarget: retarget, directs: m.directs(server)}
 	m.decideLifts(reg)
@@ -264,8 +277,9 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 // add validates descs and makes the accepted ones live; pre[i], when not
-// "", refuses descs[i] for that reason.
-func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []string) ([]protocol.ChannelResult, []*chanState) {
+// "", refuses descs[i] for that reason; sizes[i] is the bytes it was
+// received as (see sizeOf).
+func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []string, sizes []int) ([]protocol.ChannelResult, []*chanState) {
 	results := make([]protocol.ChannelResult, 0, len(descs))
 	var accepted []*chanState
 	seen := map[string]bool{}
@@ -281,6 +295,11 @@ func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []s
 		c := live[d.ID]
 		if why == "" && c == nil && len(live) >= MaxChannelsPerServer {
 			why = reasonTooMany
+		}
+		size := 0
+		if why == "" {
+			size = sizeOf(descs, sizes, i)
+			why = m.checkSize(server, c, size)
 		}
 		if why != "" {
 			results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: false, Reason: why})
@@ -300,6 +319,7 @@ func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []s
 			c.target++
 		}
 		c.desc = d
+		m.setSize(c, size)
 		m.touch(c)
 		accepted = append(accepted, c)
 		results = append(results, protocol.ChannelResult{ID: d.ID, Accepted: true})

@@ -71,6 +71,12 @@ type ServerConfig struct {
 	// AcknowledgeSeen is the value of the acknowledgment Seen sends; ""
 	// sends none (config channels.acknowledgeSeen).
 	AcknowledgeSeen string
+	// MaxDescriptorBytes bounds one descriptor's JSON, and
+	// MaxTotalDescriptorBytes those of all the server's registered
+	// channels together; 0 means MaxDescriptorBytes and
+	// MaxTotalDescriptorBytes (limits.go; config
+	// channels.maxDescriptorBytes, channels.maxTotalDescriptorBytes).
+	MaxDescriptorBytes, MaxTotalDescriptorBytes int
 }
 
 // DefaultTimeout bounds a lifecycle request when the server's config gives

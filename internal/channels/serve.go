@@ -22,8 +22,11 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		if err := json.Unmarshal(orEmpty(req.Params), &p); err != nil {
 			return nil, invalidParams(req.Method, "params must be an object with a channels array"), true
 		}
-		descs, pre := decodeDescriptors(p.Channels)
-		results, start := r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) { return m.register(server, descs, pre) }, func() []string {
+		descs, pre, sizes := decodeDescriptors(p.Channels, r.maxDescriptorBytes(server))
+		p.Channels = nil // what is kept of them is in descs
+		results, start := r.registerWith(func(m *machine) ([]protocol.ChannelResult, *registration) {
+			return m.register(server, descs, pre, sizes)
+		}, func() []string {
 			ids := make([]string, len(descs))
 			for i, d := range descs {
 				ids[i] = d.ID
@@ -49,8 +52,10 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 				ch.removedBad[i] = "invalid channel id: removed takes channel id strings"
 			}
 		}
-		ch.added, ch.addedBad = decodeDescriptors(p.Added)
-		ch.updated, ch.updatedBad = decodeDescriptors(p.Updated)
+		limit := r.maxDescriptorBytes(server)
+		ch.added, ch.addedBad, ch.addedSizes = decodeDescriptors(p.Added, limit)
+		ch.updated, ch.updatedBad, ch.updatedSizes = decodeDescriptors(p.Updated, limit)
+		p.Added, p.Updated = nil, nil
 		results, start := r.changed(server, ch, req.IsNotification())
 		return r.answerThenStart(req, results, start), nil, true
 	case protocol.MethodChannelsList:
@@ -110,11 +115,26 @@ func (r *Registry) answerThenStart(req *wire.Request, results protocol.ChannelRe
 }
 
 // decodeDescriptors decodes each descriptor on its own: one that does not
-// decode is refused with a reason, the others go on.
-func decodeDescriptors(raws []json.RawMessage) ([]protocol.ChannelDescriptor, []string) {
+// decode is refused with a reason, the others go on. It returns, too, the
+// bytes each was received as. One over limit bytes is refused for its
+// size, and only its id is decoded: nothing else of it is kept. What is
+// kept of the others is copied out of raws (json.RawMessage and string
+// fields decode to copies), so no reference into the request survives.
+func decodeDescriptors(raws []json.RawMessage, limit int) ([]protocol.ChannelDescriptor, []string, []int) {
 	descs := make([]protocol.ChannelDescriptor, len(raws))
 	pre := make([]string, len(raws))
+	sizes := make([]int, len(raws))
 	for i, raw := range raws {
+		sizes[i] = len(raw)
+		if len(raw) > limit {
+			var id struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(raw, &id)
+			descs[i] = protocol.ChannelDescriptor{ID: id.ID}
+			pre[i] = reasonDescriptorSize(len(raw), limit)
+			continue
+		}
 		if err := json.Unmarshal(raw, &descs[i]); err != nil {
 			var id struct {
 				ID string `json:"id"`
@@ -124,7 +144,7 @@ func decodeDescriptors(raws []json.RawMessage) ([]protocol.ChannelDescriptor, []
 			pre[i] = "invalid descriptor: a field has the wrong type"
 		}
 	}
-	return descs, pre
+	return descs, pre, sizes
 }
 
 func orEmpty(p json.RawMessage) json.RawMessage {

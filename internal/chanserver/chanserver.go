@@ -60,6 +60,13 @@
 //	                              BurstResult: {sent, accepted, notAccepted: [{messageId, why}],
 //	                              failed: [...], notAcceptedCount, failedCount} (at most 100 listed
 //	                              of each), once every request is answered
+//	register_big {count, size, prefix}  sends count channels/register requests of one descriptor
+//	                              each, one after another, each once the one before is answered:
+//	                              descriptor i (1-based) is BigDescriptor: id prefix-i (prefix
+//	                              default "big"), type "big", label "big i", and metadata {pad}
+//	                              making its JSON exactly size bytes; answers a RegisterBigResult:
+//	                              {sent, results: [the host's itemized results, in order], failed:
+//	                              ["id: error", ...]}
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
 //	content {content}             answers with a result whose content is the given value, as given
 //	push {eventId, text, content, tags}  sends push/event {featureSet: "test.agent", eventId,
@@ -132,6 +139,7 @@ var Tools = []protocol.Tool{
 	{Name: "log", Description: "The requests received."},
 	{Name: "incoming", Description: "Sends channels/incoming."},
 	{Name: "incoming_burst", Description: "Sends many channels/incoming requests, pipelined."},
+	{Name: "register_big", Description: "Sends many channels/register requests of one large descriptor each."},
 	{Name: "send_message", Description: "Posts a message into a channel."},
 	{Name: "content", Description: "Answers with the content it is given."},
 	{Name: "push", Description: "Sends push/event."},
@@ -463,6 +471,13 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		// requests come meanwhile.
 		reply := req.Defer()
 		srv.work.Go(func() { reply(result(srv.burst(ctx, b))) })
+		return nil, nil
+	case "register_big":
+		var b registerBigArgs
+		json.Unmarshal(p.Arguments, &b)
+		// On a goroutine of its own, as incoming_burst is.
+		reply := req.Defer()
+		srv.work.Go(func() { reply(result(srv.registerBig(ctx, b))) })
 		return nil, nil
 	case "content":
 		return map[string]json.RawMessage{"content": a.Content}, nil
