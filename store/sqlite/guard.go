@@ -44,11 +44,17 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
+	return fmt.Sprintf("store %s: the file is damaged: %s", e.Path, e.Found())
+}
+
+// Found says what the check found: "SQLite's quick_check found: " and
+// the problems, or the corruption error it met.
+func (e *CorruptError) Found() string {
 	what := strings.Join(e.Problems, "; ")
 	if e.Err != nil {
 		what = e.Err.Error()
 	}
-	return fmt.Sprintf("store %s: the file is damaged: SQLite's quick_check found: %s", e.Path, what)
+	return "SQLite's quick_check found: " + what
 }
 
 func (e *CorruptError) Unwrap() error { return e.Err }
