@@ -83,6 +83,3 @@ func (l *lockFile) release() error {
 	errT := l.f.Truncate(0)
 	return errors.Join(errT, l.f.Close())
 }
-
-// locks reports whether this platform takes the lock.
-const locks = true

@@ -134,7 +134,7 @@
 //
 // Close stops taking calls (later ones fail with store.ErrClosed), lets the
 // writer finish every call already queued, commits them, then closes the
-// file. A Replay, Messages, Page or History already reading goes on to its
+// file, and last releases the lock (see "One writer"). A Replay, Messages, Page or History already reading goes on to its
 // end on its own connection, which closes when it returns.
 package sqlite
 
