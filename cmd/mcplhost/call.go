@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
-	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
 const callUsage = `usage: mcplhost call --config FILE [--wait D] [-v] TOOL JSON
@@ -98,9 +97,8 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	st, err := sqlite.Open(cfg.Store, nil)
-	if err != nil {
-		printer{stderr}.linef("mcplhost call: %v", err)
+	st, ok := openStore("call", cfg.Store, stderr)
+	if !ok {
 		return exitFail
 	}
 	defer st.Close()

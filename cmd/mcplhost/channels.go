@@ -134,7 +134,9 @@ func runChannels(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		printer{stderr}.linef("mcplhost channels: %s is empty: no host has kept a store there", path)
 		return exitFail
 	}
-	st, err := sqlite.Open(path, nil)
+	// Read-only: no lock (a host may be running on the store), no
+	// migration, nothing written (store/sqlite, "Read-only").
+	st, err := sqlite.Open(path, &sqlite.Options{ReadOnly: true})
 	if err != nil {
 		printer{stderr}.linef("mcplhost channels: %v", err)
 		return exitFail

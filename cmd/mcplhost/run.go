@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/status"
-	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
 const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--status ADDR] [--log-format text|json] [--log-level L | -v]
@@ -124,9 +123,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		tw = f
 	}
-	st, err := sqlite.Open(cfg.Store, nil)
-	if err != nil {
-		printer{stderr}.linef("mcplhost run: %v", err)
+	st, ok := openStore("run", cfg.Store, stderr)
+	if !ok {
 		return exitFail
 	}
 	defer st.Close()
