@@ -122,6 +122,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		defer f.Close()
+		startOwnLine(f, transcript)
 		tw = f
 	}
 	st, err := sqlite.Open(cfg.Store, nil)
