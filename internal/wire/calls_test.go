@@ -487,3 +487,31 @@ func TestNamelessPeer(t *testing.T) {
 	checkText(t, callError(t, p.Notify(testCtx(t), "notifications/cancelled", nil), wire.NotSent, wire.CauseClosedHere),
 		`notifications/cancelled not sent: the connection was closed on this side`)
 }
+
+// reportingStream is a stream whose owner reports noise itself.
+type reportingStream struct{ transport.Stream }
+
+func (reportingStream) ReportsNoise() bool { return true }
+
+// On a stream whose owner reports noise itself (wire.NoiseReporter, as
+// mcplhost probe's is), nothing of it is logged above debug, the total
+// included.
+func TestNoiseReportedByOwner(t *testing.T) {
+	a, b := transport.Pipe(0)
+	t.Cleanup(func() { b.Close() })
+	p, rec := newPeer(t, reportingStream{a}, wire.Options{})
+	far := &farEnd{t: t, s: b}
+	far.send("banner")
+	far.send("more")
+	far.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	far.mustRead() // the ping's refusal: both lines were read before it
+	far.s.Close()
+	waitDone(t, p)
+	if got := rec.Find("skipped a line that is not a JSON-RPC message"); len(got) != 2 {
+		t.Errorf("%d noise lines logged, want 2", len(got))
+	}
+	if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+		t.Errorf("noise the owner reports logged at info or above:\n%s", rec.Dump())
+	}
+	wantAttrs(t, rec.One(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 2, "bytes": 10})
+}
