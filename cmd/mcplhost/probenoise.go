@@ -39,6 +39,10 @@ func (s *noiseStream) Read() ([]byte, error) {
 	return msg, err
 }
 
+// ReportsNoise tells package wire that probe reports these lines itself
+// (wire.NoiseReporter), so the log does not warn of them too.
+func (s *noiseStream) ReportsNoise() bool { return true }
+
 // noise returns what was counted, or nil when no line was skipped.
 func (s *noiseStream) noise() *probeNoise {
 	s.mu.Lock()

@@ -121,6 +121,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		defer f.Close()
+		startOwnLine(f, transcript)
 		tw = f
 	}
 	st, ok := openStore("run", cfg.Store, stderr)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,8 +24,15 @@ events (a fork's name, like ada@chat/general, names the fork). Colour is
 on when standard output is a terminal (auto), or as --color says.
 Everything a server or a model wrote is shown escaped.
 
-Exit status: 0; 1 when FILE can't be read or a line is not a transcript
-event (the line's number is named); 2 for usage errors.
+A line that is not an event is skipped, and the printing goes on past
+it; at the end a line on standard error says how many were skipped and
+names the first. A line cut short, as a crash or kill in the middle of a
+write leaves one, is expected and is no error; any other unreadable line
+means the file is damaged (or is not a transcript).
+
+Exit status: 0, also when lines cut short were skipped; 1 when FILE
+can't be read, or a line that is not cut short is not a transcript event
+(everything else is still printed); 2 for usage errors.
 `
 
 // ANSI styles of the transcript's lines.
@@ -85,24 +94,26 @@ func runTranscript(args []string, stdout, stderr io.Writer) int {
 	tp := transcriptPrinter{p: printer{stdout}, color: color == "always" || (color == "auto" && isTerminal(stdout))}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 16<<20)
+	var skip skippedLines
 	for n := 1; sc.Scan(); n++ {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		var ev agent.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Event == "" {
-			printer{stderr}.linef("mcplhost transcript: %s:%d: not a transcript event", file, n)
-			return exitFail
+		ev, ok := parseEvent(sc.Bytes())
+		if !ok {
+			skip.add(n, cutShort(sc.Bytes()))
+			continue
 		}
 		if only == "" || ev.Agent == only {
 			tp.event(ev)
 		}
 	}
+	code := skip.report(printer{stderr}, file)
 	if err := sc.Err(); err != nil {
 		printer{stderr}.linef("mcplhost transcript: %s: %v", file, err)
 		return exitFail
 	}
-	return exitOK
+	return code
 }
 
 func transcriptUsageError(stderr io.Writer, msg string) int {
@@ -187,5 +198,105 @@ func (tp transcriptPrinter) event(ev agent.Event) {
 		tp.line(styleTurn, "%s %s turn %d ended: %s", at, ev.Agent, ev.Turn, ev.Reason)
 	default:
 		tp.line("", "  %s %s: %s", ev.Agent, ev.Event, ev.Text)
+	}
+}
+
+// parseEvent decodes one transcript line; ok is false for a line that is
+// not an event (not JSON, JSON with more after it, or no "event").
+func parseEvent(line []byte) (ev agent.Event, ok bool) {
+	if err := json.Unmarshal(line, &ev); err != nil || ev.Event == "" {
+		return agent.Event{}, false
+	}
+	return ev, true
+}
+
+// cutShort reports whether line, not an event, is the start of a JSON
+// object that ends too soon: what a write the host did not finish leaves
+// (it crashed or was killed part way through a line), rather than damage.
+func cutShort(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return false
+	}
+	var v any
+	return errors.Is(json.NewDecoder(bytes.NewReader(line)).Decode(&v), io.ErrUnexpectedEOF)
+}
+
+// skippedLines counts the lines runTranscript skipped as not events.
+//
+// The printer goes on past each: one unreadable line must not hide the
+// runs appended after it. A line cut short is expected (a crash leaves
+// one, and mcplhost run starts the next run on a line of its own,
+// startOwnLine), so it leaves the exit status 0; any other line
+// that is not an event means the file is damaged or is not a transcript,
+// and makes it 1, once everything else is printed. Either way one line at
+// the end, on stderr, says how many were skipped and names the first.
+type skippedLines struct {
+	n, cut     int
+	first      int // the first skipped line's number
+	firstBad   int // the first one not cut short, or 0
+	firstIsCut bool
+}
+
+func (s *skippedLines) add(line int, cut bool) {
+	s.n++
+	if s.n == 1 {
+		s.first, s.firstIsCut = line, cut
+	}
+	if cut {
+		s.cut++
+	} else if s.firstBad == 0 {
+		s.firstBad = line
+	}
+}
+
+// report prints the line that says what was skipped, if anything was, and
+// returns the exit status.
+func (s *skippedLines) report(p printer, file string) int {
+	if s.n == 0 {
+		return exitOK
+	}
+	count := plural(s.n, "line")
+	if s.cut > 0 && s.cut < s.n {
+		count += fmt.Sprintf(" (%d cut short)", s.cut)
+	}
+	if s.firstBad == 0 {
+		p.linef("mcplhost transcript: %s:%d: a line cut short, as a crash or kill in the middle of a write leaves one; %s skipped, every other event printed", file, s.first, count)
+		return exitOK
+	}
+	where := ""
+	if s.first != s.firstBad {
+		where = fmt.Sprintf(", the first skipped at line %d", s.first)
+	}
+	p.linef("mcplhost transcript: %s:%d: not a transcript event (not JSON, or JSON that is no event); %s skipped%s, every other event printed; exit status 1: the file is damaged or is not a transcript", file, s.firstBad, count, where)
+	return exitFail
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// startOwnLine makes the transcript f, opened at path to append to, end
+// in a newline before mcplhost run writes to it: when the last write of a
+// run that crashed or was killed was cut short, it writes one, so that
+// the new run's first event starts a line of its own instead of being
+// glued to the cut one, where mcplhost transcript could read neither. It
+// does nothing for an empty file or one it can't read (a FIFO, say).
+func startOwnLine(f *os.File, path string) {
+	r, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	st, err := r.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return
+	}
+	last := make([]byte, 1)
+	if _, err := r.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+		f.Write([]byte{'\n'})
 	}
 }

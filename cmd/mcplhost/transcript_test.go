@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +82,7 @@ func TestTranscriptErrors(t *testing.T) {
 		{"two files", []string{"transcript", "a", "b"}, exitUsage, `unexpected argument "b"`},
 		{"bad colour", []string{"transcript", "--color", "pink", "a"}, exitUsage, `--color "pink" is not auto, always or never`},
 		{"missing file", []string{"transcript", filepath.Join(dir, "none")}, exitFail, "no such file"},
-		{"not a transcript", []string{"transcript", bad}, exitFail, "bad.jsonl:2: not a transcript event"},
+		{"not a transcript", []string{"transcript", bad}, exitFail, "bad.jsonl:2: not a transcript event (not JSON, or JSON that is no event); 1 line skipped, every other event printed; exit status 1: the file is damaged or is not a transcript\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(tc.args...)
@@ -88,5 +90,112 @@ func TestTranscriptErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// A transcript a crash tore, then a later run appended to: the line cut
+// short in the middle is skipped, the runs after it are printed, and the
+// end says how many lines were skipped and where the first was; a cut
+// line is what a crash leaves, so the exit status stays 0. A line that is
+// not cut short but damaged is skipped too, the rest still printed, and
+// makes the exit status 1. A zero width space a server slipped into a
+// text is shown escaped.
+func TestTranscriptSkipsTornLines(t *testing.T) {
+	t.Setenv("TZ", "UTC")
+	lines := strings.Split(strings.TrimSuffix(sampleTranscript, "\n"), "\n")
+	first, last := lines[0], lines[len(lines)-1] // ada's turn start, bob's
+	cut := lines[6][:len(lines[6])/2]            // ada's speech, cut in the middle of a write
+	later := strings.ReplaceAll(last, "10:00:03", "11:00:00")
+	zw := `{"at":"2026-12-01T11:00:01Z","agent":"bob","turn":1,"event":"notice","text":"pay\u200bpal"}`
+	dir := t.TempDir()
+	write := func(name string, ls ...string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(ls, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		lines  []string
+		code   int
+		stderr string
+	}{
+		{"cut in the middle", []string{first, cut, later, zw}, exitOK,
+			"torn.jsonl:2: a line cut short, as a crash or kill in the middle of a write leaves one; 1 line skipped, every other event printed\n"},
+		{"cut at the end", []string{first, later, zw, cut}, exitOK,
+			"torn.jsonl:4: a line cut short, as a crash or kill in the middle of a write leaves one; 1 line skipped, every other event printed\n"},
+		{"damaged", []string{first, cut, "garbage\x00\u202e", later, "[1,2]", zw, `{"no":"event"}`}, exitFail,
+			"torn.jsonl:3: not a transcript event (not JSON, or JSON that is no event); 4 lines (1 cut short) skipped, the first skipped at line 2, every other event printed; exit status 1: the file is damaged or is not a transcript\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := write("torn.jsonl", tc.lines...)
+			code, out, errOut := runCLI("transcript", "--color", "never", path)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			if want := "mcplhost transcript: " + strings.Replace(tc.stderr, "torn.jsonl", path, 1); errOut != want {
+				t.Errorf("stderr %q, want %q", errOut, want)
+			}
+			for _, want := range []string{
+				"10:00:00 ada turn 1, woken by m1 in general on chat\n",
+				"11:00:00 bob turn 1, woken by event e1 from ci\n",
+				"  bob is told: pay\\u200bpal\n",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.ContainsAny(out, "\u200b\u202e\x00") || strings.Contains(out, "hi alice") {
+				t.Errorf("stdout carries a raw invisible character or the cut line:\n%q", out)
+			}
+		})
+	}
+}
+
+// mcplhost run appending to a transcript whose last write was cut short
+// starts on a line of its own, so the cut line does not swallow the new
+// run's first event.
+func TestRunTranscriptStartsOwnLine(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.jsonl")
+	lines := strings.Split(sampleTranscript, "\n")
+	if err := os.WriteFile(tr, []byte(lines[0]+"\n"+lines[1][:40]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "host.yaml")
+	if err := os.WriteFile(cfg, []byte("store: ./host.db\nservers: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stop as soon as it has started
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"run", "--config", cfg, "--transcript", tr}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("mcplhost run: exit %d\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lines[0] + "\n" + lines[1][:40] + "\n"; string(b) != want {
+		t.Fatalf("the transcript after the run is %q, want %q", b, want)
+	}
+	// What the next run appends is read whole.
+	f, err := os.OpenFile(tr, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(lines[len(lines)-2] + "\n")
+	f.Close()
+	code, out, errOut := runCLI("transcript", "--color", "never", tr)
+	if code != exitOK || !strings.Contains(out, "bob turn 1") || !strings.Contains(errOut, ":2: a line cut short") {
+		t.Errorf("transcript: exit %d\n%s%s", code, out, errOut)
+	}
+	// Run again: a file that ends in a newline is left as it is.
+	if code := run(ctx, []string{"run", "--config", cfg, "--transcript", tr}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("mcplhost run: exit %d\n%s", code, stderr.String())
+	}
+	if b2, _ := os.ReadFile(tr); len(b2) != len(b)+len(lines[len(lines)-2])+1 {
+		t.Errorf("a second run changed the transcript: %q", b2)
 	}
 }

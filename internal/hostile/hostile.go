@@ -49,6 +49,10 @@
 //	-bad-method        sends two requests whose method is "" (id "bad1") and 42 (id "bad2")
 //	-oversize BYTES    sends one line (frame) of exactly BYTES bytes: a
 //	                   notifications/message with a big params.pad
+//	-garbage BYTES     sends BYTES bytes (at least) of lines that are not JSON-RPC
+//	                   messages, GarbageLineSize bytes each, GarbageFirst first:
+//	                   a server's stdout logging or a crash dump (on WebSocket,
+//	                   one text frame a line)
 //	-ws-split N        sends one text frame (on stdio, one write) holding N lines of
 //	                   {"jsonrpc":"2.0","method":"notifications/x"}
 //	-flood METHOD      sends -count requests of METHOD (ids "h1", "h2", ...; with
@@ -161,6 +165,7 @@ type Config struct {
 	FeatureSet  string
 	BadMethod   bool
 	Oversize    int
+	Garbage     int
 	WSSplit     int
 	StopReading bool
 
@@ -544,6 +549,13 @@ func (s *server) act() {
 	if cfg.Oversize > 0 {
 		s.send(OversizeLine(cfg.Oversize))
 	}
+	if cfg.Garbage > 0 {
+		for _, line := range GarbageLines(cfg.Garbage) {
+			if !s.send(line) {
+				return
+			}
+		}
+	}
 	if cfg.WSSplit > 0 {
 		line := `{"jsonrpc":"2.0","method":"notifications/x"}`
 		s.frame(false, []byte(strings.TrimSuffix(strings.Repeat(line+"\n", cfg.WSSplit), "\n")))
@@ -572,6 +584,26 @@ func (s *server) act() {
 			return
 		}
 	}
+}
+
+// GarbageFirst is the first line -garbage sends: what a terminal would
+// obey or that hides itself (an escape sequence, U+202E, a zero width
+// space), for a test to find escaped in the log's preview of it.
+const GarbageFirst = "panic: \x1b[2Jgarbage \u202eevil\u200b on stdout"
+
+// GarbageLineSize is the size of each -garbage line after the first.
+const GarbageLineSize = 1000
+
+// GarbageLines returns the lines -garbage sends for n bytes: GarbageFirst,
+// then lines of GarbageLineSize bytes until they add up to at least n,
+// newlines not counted.
+func GarbageLines(n int) [][]byte {
+	lines := [][]byte{[]byte(GarbageFirst)}
+	for total := len(GarbageFirst); total < n; total += GarbageLineSize {
+		num := strconv.Itoa(len(lines))
+		lines = append(lines, []byte("garbage line "+num+" "+strings.Repeat("#", GarbageLineSize-len("garbage line  ")-len(num))))
+	}
+	return lines
 }
 
 // OversizeLine returns a notifications/message of exactly n bytes (or the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/chanserver"
 	"github.com/mcpl-go/mcpl/internal/status"
 	"github.com/mcpl-go/mcpl/internal/testbin"
 )
@@ -27,6 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testbin.Chatroom.Cleanup()
+		chanserver.Cleanup()
 		os.Exit(code)
 	}))
 }

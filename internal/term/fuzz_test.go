@@ -11,6 +11,7 @@ var seeds = []string{
 	"", "plain", "\x1b]0;pwned\x07", "\x1b[2J", "\u009b2J", "name\npolicy: accepted",
 	"evil\u202Etxt.exe", "\xff\xfe", "\xc3", "\xed\xa0\x80", "\u2028\u2029", "\r\n\t\x00\x7f",
 	"👩‍👩‍👧‍👦", "العربية", "\u061c\u200e\u2066", `\x1b`, "\ufffd",
+	"zero\u200bwidth\ufeff", "👍🏽\u200d\u200d💻", "a\u200db", "🏴\U000e0067\U000e007f", "\u00ad\u2060",
 }
 
 func FuzzLine(f *testing.F) {

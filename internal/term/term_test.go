@@ -3,7 +3,9 @@ package term
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -11,14 +13,35 @@ import (
 )
 
 // escaped is the test's own statement of what must never reach a terminal
-// raw, written from Unicode's tables rather than from the package's list.
+// raw, written from Unicode's tables rather than from the package's list:
+// controls, bidirectional controls, the separators, and every format
+// character (Cf), the zero-width ones and the tag characters among them.
 func escaped(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' ||
+		unicode.Is(unicode.Cf, r) || r >= 0xe0000 && r <= 0xe007f || r == '\u200b' || r == '\ufeff'
 }
 
-// rawRune returns the first rune of s that must not be raw, or -1.
-func rawRune(s string) rune {
-	for _, r := range s {
+// rawRune returns the first rune of s that must not be raw, or -1. A ZWJ
+// between two symbols (an emoji sequence: the first may carry U+FE0F or
+// a skin tone) may be raw.
+func rawRune(s string) rune { return rawRuneBut(s, "") }
+
+// rawRuneBut is rawRune, the runes of allowed aside.
+func rawRuneBut(s, allowed string) rune {
+	rs := []rune(s)
+	for i, r := range rs {
+		if strings.ContainsRune(allowed, r) {
+			continue
+		}
+		if r == '\u200d' && i > 0 && i+1 < len(rs) {
+			j := i - 1
+			for j > 0 && (rs[j] == '\ufe0f' || rs[j] >= 0x1f3fb && rs[j] <= 0x1f3ff) {
+				j--
+			}
+			if rs[j] != '\ufffd' && rs[i+1] != '\ufffd' && unicode.In(rs[j], unicode.So) && unicode.In(rs[i+1], unicode.So) {
+				continue
+			}
+		}
 		if escaped(r) {
 			return r
 		}
@@ -44,6 +67,22 @@ func TestLineHostile(t *testing.T) {
 		{"\xc3(", `\xc3(`},
 		{"\xed\xa0\x80", `\xed\xa0\x80`}, // an encoded surrogate is not UTF-8
 		{"ok é\x1b", `ok é\x1b`},
+		// Invisible format characters: zero-width, word joiner, BOM, soft
+		// hyphen, Mongolian vowel separator, invisible operators.
+		{"zero\u200bwidth", `zero\u200bwidth`},
+		{"pay\u200cpal\u200d", `pay\u200cpal\u200d`},
+		{"\u2060\u2061\u2064\ufeff\u00ad\u180e", `\u2060\u2061\u2064\ufeff\u00ad\u180e`},
+		// Tag characters smuggle invisible ASCII ("hi"), even after a flag.
+		{"ok\U000e0068\U000e0069", `ok\U000e0068\U000e0069`},
+		{"\U0001f3f4\U000e0067\U000e007f", "\U0001f3f4" + `\U000e0067\U000e007f`},
+		// A ZWJ outside an emoji sequence: after a letter, at either end,
+		// doubled, after an escaped rune.
+		{"a\u200d👍", `a\u200d👍`},
+		{"👍\u200da", `👍\u200da`},
+		{"\u200d👍", `\u200d👍`},
+		{"👍\u200d", `👍\u200d`},
+		{"👍\u200d\u200d👍", `👍\u200d\u200d👍`},
+		{"👍\u200b\u200d👍", `👍\u200b\u200d👍`},
 	} {
 		got := Line(tc.in)
 		if got != tc.want {
@@ -62,8 +101,9 @@ func TestLineBenignUnchanged(t *testing.T) {
 		"日本語のテキスト",
 		"العربية והעברית",
 		"👩‍👩‍👧‍👦 family (ZWJ sequence)",
+		"🏳️‍🌈 flag, 👩🏽‍💻 skin tone, ❤️‍🔥 variation selector",
 		"🇫🇷 flag, 👍🏽 skin tone",
-		"zero\u200bwidth and\u00a0nbsp and \ufeffbom",
+		"no-break\u00a0space, variation\ufe0e selector",
 		"a real \ufffd replacement rune",
 		`back\slash and "quotes"`,
 		"{\"json\":[1,2,3]}",
@@ -128,10 +168,8 @@ func TestJSON(t *testing.T) {
 		if !json.Valid(out) || !utf8.Valid(out) {
 			t.Fatalf("JSON(%q) = %q: not valid JSON in UTF-8", b.Bytes(), out)
 		}
-		for _, r := range string(out) {
-			if escaped(r) && r != '\n' && r != ' ' && r != '\t' {
-				t.Errorf("JSON(%q) = %q: carries %U raw", b.Bytes(), out, r)
-			}
+		if r := rawRuneBut(string(out), "\n\t"); r >= 0 {
+			t.Errorf("JSON(%q) = %q: carries %U raw", b.Bytes(), out, r)
 		}
 		var want, got any
 		if err := json.Unmarshal(b.Bytes(), &want); err != nil {
@@ -150,8 +188,12 @@ func TestJSON(t *testing.T) {
 		t.Errorf("JSON(%q) = %q, want the same slice", in, out)
 	}
 	// The escapes' exact forms.
-	if got, want := string(JSON([]byte("\"\x7f\u009b\u202e\u2028\xff\""))), `"\u007f\u009b\u202e\u2028\ufffd"`; got != want {
+	if got, want := string(JSON([]byte("\"\x7f\u009b\u202e\u2028\xff\u200b\U000e0041\""))), `"\u007f\u009b\u202e\u2028\ufffd\u200b\udb40\udc41"`; got != want {
 		t.Errorf("JSON escapes = %s, want %s", got, want)
+	}
+	// An emoji's ZWJ stays, another goes.
+	if got, want := string(JSON([]byte("\"👩‍💻 a\u200db\""))), "\"👩‍💻 a\\u200db\""; got != want {
+		t.Errorf("JSON ZWJ = %s, want %s", got, want)
 	}
 }
 
@@ -173,10 +215,8 @@ func checkJSON(t *testing.T, b []byte) {
 	if !json.Valid(out) || !utf8.Valid(out) {
 		t.Fatalf("JSON(%q) = %q: not valid JSON in UTF-8", b, out)
 	}
-	for _, r := range string(out) {
-		if escaped(r) && r != '\n' && r != '\r' && r != '\t' {
-			t.Fatalf("JSON(%q) = %q: %U survived", b, out, r)
-		}
+	if r := rawRuneBut(string(out), "\n\r\t"); r >= 0 {
+		t.Fatalf("JSON(%q) = %q: %U survived", b, out, r)
 	}
 	var want, got any
 	json.Unmarshal(b, &want)
@@ -185,5 +225,35 @@ func checkJSON(t *testing.T, b []byte) {
 	gb, _ := json.Marshal(got)
 	if !bytes.Equal(wb, gb) {
 		t.Fatalf("JSON(%q) = %q: the value changed: %s, want %s", b, out, gb, wb)
+	}
+}
+
+// Every format character (Cf) Go's tables know is escaped, as \uHHHH or
+// \UHHHHHHHH, alone and between letters; nothing else in the BMP's
+// letters, marks and symbols is.
+func TestLineEveryFormatCharacter(t *testing.T) {
+	n := 0
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		n++
+		want := fmt.Sprintf(`\u%04x`, r)
+		if r > 0xffff {
+			want = fmt.Sprintf(`\U%08x`, r)
+		}
+		if got := Line("a" + string(r) + "b"); got != "a"+want+"b" {
+			t.Errorf("Line(a %U b) = %q, want %q", r, got, "a"+want+"b")
+		}
+	}
+	if n < 150 {
+		t.Fatalf("only %d Cf runes in Go's tables", n)
+	}
+	for _, tab := range []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs} {
+		for r := rune(0xa0); r <= 0xffff; r++ {
+			if unicode.Is(tab, r) && Line(string(r)) != string(r) {
+				t.Errorf("Line(%U) = %q, want it unchanged", r, Line(string(r)))
+			}
+		}
 	}
 }

@@ -253,8 +253,10 @@ func TestUnencodableParams(t *testing.T) {
 	}
 }
 
-// Noise between real messages is skipped, logged at debug and boundedly,
-// and never closes the connection.
+// Noise between real messages is skipped and never closes the connection:
+// the first line is logged at warn with its size and an escaped preview,
+// the next 19 at debug, then only counted; the total (lines and bytes) is
+// logged at info when the connection ends.
 func TestNoiseOverPipe(t *testing.T) {
 	mux := wire.NewMux()
 	mux.HandleFunc("ping", func(context.Context, *wire.Request) (any, error) { return "pong", nil })
@@ -289,14 +291,21 @@ func TestNoiseOverPipe(t *testing.T) {
 	if len(skipped) != 20 {
 		t.Errorf("%d noise lines logged one by one, want the first 20", len(skipped))
 	}
-	for _, r := range skipped {
-		if r.Level != slog.LevelDebug || len(r.Attrs["line"].String()) > 120+len("…") {
-			t.Errorf("noise logged at %v, %d bytes", r.Level, len(r.Attrs["line"].String()))
+	for i, r := range skipped {
+		want := slog.LevelDebug
+		if i == 0 {
+			want = slog.LevelWarn
+		}
+		if r.Level != want || len(r.Attrs["line"].String()) > 80+len("…") || r.Attrs["bytes"].Int64() != int64(len(noise[i])) {
+			t.Errorf("noise line %d logged at %v (want %v), %d bytes of preview, bytes=%v", i, r.Level, want, len(r.Attrs["line"].String()), r.Attrs["bytes"])
 		}
 	}
+	if got := skipped[11].Attrs["line"].String(); got != `\x00\x01\x02` {
+		t.Errorf("the control characters' line logged as %q, want them escaped", got)
+	}
 	rec.One(t, "skipping further lines that are not JSON-RPC messages without logging each")
-	if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
-		t.Errorf("noise logged above debug:\n%s", rec.Dump())
+	if w := rec.AtLeast(slog.LevelInfo); len(w) != 1 || w[0].Level != slog.LevelWarn {
+		t.Errorf("noise logged at info or above other than the one warning:\n%s", rec.Dump())
 	}
 	select {
 	case <-p.Done():
@@ -306,7 +315,15 @@ func TestNoiseOverPipe(t *testing.T) {
 	// The count is logged when the connection ends.
 	far.s.Close()
 	waitDone(t, p)
-	wantAttrs(t, rec.One(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 30})
+	bytes := 0
+	for _, l := range noise {
+		bytes += len(l)
+	}
+	sum := rec.One(t, "lines skipped as not JSON-RPC messages")
+	wantAttrs(t, sum, map[string]any{"count": 30, "bytes": bytes})
+	if sum.Level != slog.LevelInfo {
+		t.Errorf("the count logged at %v, want info", sum.Level)
+	}
 }
 
 // A message over the size limit closes the connection: the log says so,
@@ -469,4 +486,32 @@ func TestNamelessPeer(t *testing.T) {
 		`ping not sent: the connection was closed on this side`)
 	checkText(t, callError(t, p.Notify(testCtx(t), "notifications/cancelled", nil), wire.NotSent, wire.CauseClosedHere),
 		`notifications/cancelled not sent: the connection was closed on this side`)
+}
+
+// reportingStream is a stream whose owner reports noise itself.
+type reportingStream struct{ transport.Stream }
+
+func (reportingStream) ReportsNoise() bool { return true }
+
+// On a stream whose owner reports noise itself (wire.NoiseReporter, as
+// mcplhost probe's is), nothing of it is logged above debug, the total
+// included.
+func TestNoiseReportedByOwner(t *testing.T) {
+	a, b := transport.Pipe(0)
+	t.Cleanup(func() { b.Close() })
+	p, rec := newPeer(t, reportingStream{a}, wire.Options{})
+	far := &farEnd{t: t, s: b}
+	far.send("banner")
+	far.send("more")
+	far.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	far.mustRead() // the ping's refusal: both lines were read before it
+	far.s.Close()
+	waitDone(t, p)
+	if got := rec.Find("skipped a line that is not a JSON-RPC message"); len(got) != 2 {
+		t.Errorf("%d noise lines logged, want 2", len(got))
+	}
+	if w := rec.AtLeast(slog.LevelInfo); len(w) != 0 {
+		t.Errorf("noise the owner reports logged at info or above:\n%s", rec.Dump())
+	}
+	wantAttrs(t, rec.One(t, "lines skipped as not JSON-RPC messages"), map[string]any{"count": 2, "bytes": 10})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/jsonrpc"
+	"github.com/mcpl-go/mcpl/internal/term"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
@@ -419,27 +420,64 @@ func (q *inbox) release(n int) {
 func (q *inbox) finished() { close(q.done) }
 func (q *inbox) wait()     { <-q.done }
 
-// noiseLog logs skipped lines at debug level, boundedly: the first few in
-// full (cut to a short excerpt), then only a count.
+// noiseLog logs the lines the other side writes that are not JSON-RPC
+// messages (a server's banner or debug output on its stdout, garbage),
+// once per connection where an operator sees it and boundedly below:
+//
+//   - the first at WARN, with its size and an escaped preview of at most
+//     noisePreview bytes (term.Line: no control, bidirectional or
+//     invisible character of it reaches the log raw);
+//   - the next ones, up to noiseLogged in all, at DEBUG one by one, the
+//     same way, then one DEBUG line saying the rest are only counted;
+//   - when the connection ends, if more than one came, one INFO line
+//     with how many lines and bytes were skipped in all.
+//
+// Nothing of a skipped line is kept past its logging: a flood of garbage
+// costs a count, not memory (the stream holds one line at a time, at
+// most its message size limit). On a stream that is a NoiseReporter
+// whose owner reports the lines itself, the first is logged at DEBUG like
+// the rest, and the total too.
 type noiseLog struct {
-	n int
+	n        int
+	bytes    int64
+	reported bool
 }
 
-const noiseLogged = 20
+// A NoiseReporter is a stream whose owner counts the lines that are not
+// JSON-RPC messages and tells the operator of them itself (mcplhost probe
+// does, in its report). When ReportsNoise is true the peer logs them at
+// debug only.
+type NoiseReporter interface {
+	ReportsNoise() bool
+}
+
+const (
+	noiseLogged  = 20
+	noisePreview = 80
+)
 
 func (l *noiseLog) skip(log *slog.Logger, msg []byte) {
 	l.n++
+	l.bytes += int64(len(msg))
 	switch {
+	case l.n == 1 && !l.reported:
+		log.Warn("skipped a line that is not a JSON-RPC message",
+			slog.String("line", term.Line(Cut(string(msg), noisePreview))), slog.Int("bytes", len(msg)),
+			slog.String("then", "later ones on this connection are counted, their total logged at info when it ends"))
 	case l.n <= noiseLogged:
-		log.Debug("skipped a line that is not a JSON-RPC message", slog.String("line", Cut(string(msg), 120)))
+		log.Debug("skipped a line that is not a JSON-RPC message", slog.String("line", term.Line(Cut(string(msg), noisePreview))), slog.Int("bytes", len(msg)))
 	case l.n == noiseLogged+1:
 		log.Debug("skipping further lines that are not JSON-RPC messages without logging each")
 	}
 }
 
 func (l *noiseLog) flush(log *slog.Logger) {
-	if l.n > noiseLogged {
-		log.Debug("lines skipped as not JSON-RPC messages", slog.Int("count", l.n))
+	level := slog.LevelInfo
+	if l.reported {
+		level = slog.LevelDebug
+	}
+	if l.n > 1 {
+		log.Log(context.Background(), level, "lines skipped as not JSON-RPC messages", slog.Int("count", l.n), slog.Int64("bytes", l.bytes))
 	}
 }
 

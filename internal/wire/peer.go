@@ -195,6 +195,9 @@ func NewPeer(s transport.Stream, opts Options) *Peer {
 		closeNow:    make(chan struct{}),
 		obs:         opts.Observer,
 	}
+	if nr, ok := s.(NoiseReporter); ok && nr.ReportsNoise() {
+		p.noise.reported = true
+	}
 	if p.rd = readerOf(s); p.rd != nil {
 		p.lead = make(chan struct{}, 1)
 		p.bgTurn = make(chan struct{}, 1)

@@ -55,6 +55,7 @@ func main() {
 	flag.StringVar(&cfg.FeatureSet, "feature-set", "events", "the events' featureSet")
 	flag.BoolVar(&cfg.BadMethod, "bad-method", false, `send requests whose method is "" and 42`)
 	flag.IntVar(&cfg.Oversize, "oversize", 0, "send one line of this many bytes")
+	flag.IntVar(&cfg.Garbage, "garbage", 0, "send at least this many bytes of lines that are not JSON-RPC messages")
 	flag.IntVar(&cfg.WSSplit, "ws-split", 0, "send one frame holding this many notification lines")
 	flag.BoolVar(&cfg.StopReading, "stop-reading", false, "stop reading, and send pings, at the moment")
 
