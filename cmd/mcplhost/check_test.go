@@ -19,8 +19,9 @@ func TestCheck(t *testing.T) {
 		}
 		return p
 	}
-	good := write("good.yaml", "servers:\n  - id: a\n    command: [a]\n  - id: b\n    url: ws://localhost:1/\n")
-	one := write("one.yaml", "servers:\n  - id: a\n    command: [a]\n")
+	// check looks for each command's program: sh is in every PATH.
+	good := write("good.yaml", "servers:\n  - id: a\n    command: [sh]\n  - id: b\n    url: ws://localhost:1/\n")
+	one := write("one.yaml", "servers:\n  - id: a\n    command: [sh]\n")
 	none := write("none.yaml", "servers: []\n")
 	bad := write("bad.yaml", "servers:\n  - id: chat\n    comand: [go]\n    reconnect: {initial: 5 seconds}\n")
 	badOne := write("bad1.yaml", "stor: x\nservers: []\n")
