@@ -57,6 +57,9 @@ func readFile(path string) ([]byte, error) {
 	if err := regular(path, fi); err != nil {
 		return nil, err
 	}
+	if afterStat != nil {
+		afterStat(path)
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
@@ -81,6 +84,10 @@ func readFile(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// afterStat, when not nil, runs between readFile's look at the path and
+// its open, where a swap would come: a test's way in.
+var afterStat func(path string)
 
 // regular returns a *fileError unless fi is a regular file's.
 func regular(path string, fi fs.FileInfo) error {

@@ -129,8 +129,15 @@ func baseURLProblem(raw string) string {
 		return fmt.Sprintf("%q has no scheme; write http://host:port/path or https://host:port/path", shown)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Sprintf("%q has scheme %s; a base URL must be http:// or https://", shown, u.Scheme)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return fmt.Sprintf("%q has no host; write it like https://api.example.com/v1", shown)
+	case strings.HasSuffix(u.Host, ":"):
+		return fmt.Sprintf("%q has an empty port after its \":\"; write the port, like http://127.0.0.1:8080/v1, or leave out the \":\" for the scheme's default (80 for http, 443 for https)", shown)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q has port %s; a port is a number from 1 to 65535", shown, port)
+		}
 	}
 	return ""
 }
