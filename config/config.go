@@ -206,9 +206,33 @@ func (s Subscription) Admits(channelID string) bool {
 }
 
 // Load reads and decodes the file at path. Problems in the file come back
-// together as an *Error; a file that cannot be read gives the os error.
+// together as an *Error; a file that cannot be read gives the os error,
+// and one that is not a regular file (a directory, a named pipe, a
+// device) or is larger than MaxFileSize an error wrapping ErrNotRegular
+// or ErrTooLarge. Load never blocks on what path names: a named pipe is
+// refused, not read. It checks the file alone; Check checks the machine
+// too.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	return load(path, false)
+}
+
+// Check is Load, and also checks what the file names on this machine, the
+// facts a file can be right about on one machine and wrong about on
+// another: that each command server's program exists and is executable
+// (found as the host will start it: a name with a "/" relative to the
+// file's directory, a bare name in the PATH the server gets), and that the
+// store can be opened (it is not a directory, it is a regular file if it
+// exists, and the directory it goes in is, or can be created in, a
+// writable directory). What it finds is reported with the file's problems,
+// each at the line of the key it is about, in one *Error. `mcplhost check`
+// uses it; run uses Load, and fails on these same things when it starts
+// the server or opens the store, naming them there.
+func Check(path string) (*Config, error) {
+	return load(path, true)
+}
+
+func load(path string, machine bool) (*Config, error) {
+	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -216,13 +240,17 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path, filepath.Dir(abs))
+	return parse(data, path, filepath.Dir(abs), machine)
 }
 
 // Parse decodes a configuration file's contents. name is the file's name in
 // messages; dir is the directory its relative paths resolve against (made
 // absolute against the working directory if it is not).
 func Parse(data []byte, name, dir string) (*Config, error) {
+	return parse(data, name, dir, false)
+}
+
+func parse(data []byte, name, dir string, machine bool) (*Config, error) {
 	if name == "" {
 		name = "config"
 	}
@@ -230,7 +258,7 @@ func Parse(data []byte, name, dir string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{file: name}
+	d := &decoder{file: name, machine: machine}
 	cfg := d.decodeFile(data, abs)
 	if len(d.problems) > 0 {
 		return nil, d.err()

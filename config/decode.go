@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,9 @@ import (
 type decoder struct {
 	file     string
 	problems []Problem
+	// machine: check what the file names on this machine too (see
+	// Check).
+	machine bool
 
 	// budget is how much more aliases may have checked (see alias); set
 	// by decodeFile.
@@ -345,6 +349,11 @@ func (d *decoder) integer(n *yaml.Node, path string, line int) (int, bool) {
 	return 0, false
 }
 
+// durationRE is the syntax time.ParseDuration accepts, apart from "0": a
+// sign, then numbers with a unit each (ns, us, µs, μs, ms, s, m, h). A
+// string that matches it and still fails to parse is too large.
+var durationRE = regexp.MustCompile(`^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+
 // duration parses a Go duration that is not negative.
 func (d *decoder) duration(n *yaml.Node, path string, line int) (time.Duration, bool) {
 	s, ok := d.scalar(n, path, line, "a duration like 5s or 2m30s")
@@ -352,6 +361,12 @@ func (d *decoder) duration(n *yaml.Node, path string, line int) (time.Duration, 
 		return 0, false
 	}
 	v, err := time.ParseDuration(s)
+	if err != nil && durationRE.MatchString(s) {
+		// Written as a duration, but time.ParseDuration says only
+		// "invalid" of one too long for its int64 of nanoseconds.
+		d.add(line, path, "%q overflows a duration (at most %s, about 292 years)", s, time.Duration(math.MaxInt64))
+		return 0, false
+	}
 	if err != nil {
 		d.add(line, path, "%q is not a duration (write it like 5s or 2m30s)", s)
 		return 0, false

@@ -134,7 +134,16 @@
 //     is reported once. Suggestions for a misspelt name or id are made
 //     among at most 16 candidates, so that checking routes stays linear.
 //
-// The package is data: pure apart from Load reading the file and
-// Server.Token reading the environment (no goroutines, no clocks), and it
-// imports none of the host's machinery; package host maps it.
+// Load reads only a regular file of at most MaxFileSize bytes, opened
+// without blocking (see readFile). Check is Load and a look at what the
+// file names on this machine: each command's program and the store's
+// place (see programProblem and storeMachineProblem); those are facts of
+// the machine, not the file, so Load and run leave them to the moment
+// they start the server or open the store. A URL's host and port are the
+// file's: an empty port (ws://h:/) is refused by Load.
+//
+// The package is data: pure apart from Load and Check reading the file
+// and looking at the paths it names, and Server.Token reading the
+// environment (no goroutines, no clocks), and it imports none of the
+// host's machinery; package host maps it.
 package config

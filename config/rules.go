@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -87,8 +88,17 @@ func urlProblem(raw string) string {
 		return fmt.Sprintf("%q has no scheme; write ws://host:port/path or wss://host:port/path", shown)
 	case u.Scheme != "ws" && u.Scheme != "wss":
 		return fmt.Sprintf("%q has scheme %s; a server URL must be ws:// or wss://", shown, u.Scheme)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return fmt.Sprintf("%q has no host; write it like ws://host:port/path", shown)
+	case strings.HasSuffix(u.Host, ":"):
+		// Go's dialers take an empty port for the scheme's, so this would
+		// dial port 80 (443 for wss): never what a ":" meant.
+		return fmt.Sprintf("%q has an empty port after its \":\"; write the port, like ws://127.0.0.1:9000/mcpl, or leave out the \":\" for the scheme's default (80 for ws, 443 for wss)", shown)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q has port %s; a port is a number from 1 to 65535", shown, port)
+		}
 	}
 	return ""
 }
@@ -119,8 +129,15 @@ func baseURLProblem(raw string) string {
 		return fmt.Sprintf("%q has no scheme; write http://host:port/path or https://host:port/path", shown)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Sprintf("%q has scheme %s; a base URL must be http:// or https://", shown, u.Scheme)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return fmt.Sprintf("%q has no host; write it like https://api.example.com/v1", shown)
+	case strings.HasSuffix(u.Host, ":"):
+		return fmt.Sprintf("%q has an empty port after its \":\"; write the port, like http://127.0.0.1:8080/v1, or leave out the \":\" for the scheme's default (80 for http, 443 for https)", shown)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q has port %s; a port is a number from 1 to 65535", shown, port)
+		}
 	}
 	return ""
 }

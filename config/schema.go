@@ -47,17 +47,22 @@ func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
 		agents   []placedAgent
 		routes   []placedRoute
 		convLine int
+		// storeLine is the store key's line, storeOK whether its value
+		// was taken (for Check).
+		storeLine int
+		storeOK   bool
 	)
 	d.fields(root, "", root.Line, "", topKeys, func(e entry, path string) {
 		switch e.name {
 		case "store":
+			storeLine = e.key.Line
 			if s, ok := d.scalar(e.val, path, e.key.Line, "a file path"); ok {
 				if msg := storeProblem(s); msg != "" {
 					d.add(e.key.Line, path, "%s", msg)
 				} else if filepath.IsAbs(s) {
-					cfg.Store = filepath.Clean(s)
+					cfg.Store, storeOK = filepath.Clean(s), true
 				} else {
-					cfg.Store = filepath.Join(dir, s)
+					cfg.Store, storeOK = filepath.Join(dir, s), true
 				}
 			}
 		case "servers":
@@ -96,6 +101,9 @@ func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
 		d.add(convLine, "conversations", "per-channel gives each channel a fork of the primary agent, and the file configures no agent; add one under agents:, or leave conversations out")
 	}
 	*cfg = cfg.WithDefaults()
+	if d.machine && (storeOK || storeLine == 0) {
+		d.checkStore(cfg.Store, storeLine)
+	}
 	return cfg
 }
 
@@ -114,7 +122,7 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 	// Defaults first (the ID is not known yet, so no prefix); what the
 	// file gives replaces them.
 	s := Server{Dir: dir}.WithDefaults()
-	var cmdLine, urlLine, envLine, inheritLine, tokenLine, initialLine, maxLine int
+	var cmdLine, progLine, urlLine, envLine, inheritLine, tokenLine, initialLine, maxLine int
 	ok := d.fields(n, path, n.Line, "a mapping with id: and command: or url:", serverKeys, func(e entry, path string) {
 		line := e.key.Line
 		switch e.name {
@@ -130,7 +138,9 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 			}
 		case "command":
 			cmdLine = line
-			s.Argv = d.command(e.val, path, line)
+			if s.Argv = d.command(e.val, path, line); s.Argv != nil {
+				progLine = deref(e.val).Content[0].Line
+			}
 		case "env":
 			envLine = line
 			s.Env = d.env(e.val, path, line)
@@ -251,6 +261,9 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 		d.add(maxLine, join(path, "reconnect.max"), "%s is less than initial (%s); max is the longest wait, so it must be at least initial", r.Max, r.Initial)
 	case r.Max < r.Initial:
 		d.add(initialLine, join(path, "reconnect.initial"), "%s is more than max (%s, the default); set max too", r.Initial, r.Max)
+	}
+	if d.machine && s.Argv != nil && urlLine == 0 {
+		d.checkProgram(s, progLine, join(path, "command[0]"))
 	}
 	if p.preLine == 0 && p.idOK {
 		s.ToolPrefix = s.ID

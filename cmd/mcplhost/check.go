@@ -12,8 +12,11 @@ import (
 const checkUsage = `usage: mcplhost check --config FILE
 
 Reads a host configuration file and reports every problem in it, one a line,
-in file order, as FILE:LINE: KEY: what is wrong. It starts no server, dials
-nothing and reads no token. docs/config.md describes every key.
+in file order, as FILE:LINE: KEY: what is wrong. Besides the file itself it
+checks what the file names on this machine: that each command's program
+exists and is executable, and that the store can be created or opened. It
+starts no server, dials nothing, writes nothing and reads no token.
+docs/config.md describes every key.
 
 flags:
   --config FILE   the configuration file to check
@@ -52,7 +55,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		printer{stderr}.usageError(checkUsage, "mcplhost check: give the file with --config FILE")
 		return exitUsage
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Check(path)
 	var cerr *config.Error
 	switch {
 	case errors.As(err, &cerr):

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestCheck runs `mcplhost check` on good and bad files and pins its exit
@@ -19,8 +24,9 @@ func TestCheck(t *testing.T) {
 		}
 		return p
 	}
-	good := write("good.yaml", "servers:\n  - id: a\n    command: [a]\n  - id: b\n    url: ws://localhost:1/\n")
-	one := write("one.yaml", "servers:\n  - id: a\n    command: [a]\n")
+	// check looks for each command's program: sh is in every PATH.
+	good := write("good.yaml", "servers:\n  - id: a\n    command: [sh]\n  - id: b\n    url: ws://localhost:1/\n")
+	one := write("one.yaml", "servers:\n  - id: a\n    command: [sh]\n")
 	none := write("none.yaml", "servers: []\n")
 	bad := write("bad.yaml", "servers:\n  - id: chat\n    comand: [go]\n    reconnect: {initial: 5 seconds}\n")
 	badOne := write("bad1.yaml", "stor: x\nservers: []\n")
@@ -67,6 +73,43 @@ func TestCheck(t *testing.T) {
 				}
 			} else if stderr.String() != tc.stderr {
 				t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), tc.stderr)
+			}
+		})
+	}
+}
+
+// TestCheckFIFO: a named pipe given as the config, with no one writing to
+// it, is refused at once by check (exit 1) and by run (exit 2, a
+// configuration error), never waited on: opening one to read would block
+// until a writer came. The mcplhost binary runs each under a 60 s
+// deadline, so a regression fails here instead of hanging the suite.
+func TestCheckFIFO(t *testing.T) {
+	bin := hostBinary(t)
+	fifo := filepath.Join(t.TempDir(), "host.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"check", exitFail}, {"run", exitUsage}} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, bin, tc.cmd, "--config", fifo)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("mcplhost %s --config FIFO still running after 60s: it waited on the pipe", tc.cmd)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+				t.Fatalf("mcplhost %s: %v, want exit %d\nstderr:\n%s", tc.cmd, err, tc.code, stderr.String())
+			}
+			want := "mcplhost " + tc.cmd + ": read " + fifo + ": is a named pipe (FIFO), not a regular file; give the path of a YAML config file\n"
+			if stderr.String() != want || stdout.Len() != 0 {
+				t.Errorf("stdout %q\nstderr %q\nwant stderr %q", stdout.String(), stderr.String(), want)
 			}
 		})
 	}
