@@ -118,8 +118,8 @@ func misdirected(host string, listen netip.AddrPort, name string) string {
 // ("tcp4"), and an IPv6 literal, [::] included, on IPv6 only ("tcp6",
 // for which the standard library sets IPV6_V6ONLY), so that an operator
 // who names one family's wildcard does not also open the other's. A name
-// (localhost) is resolved and listened on as "tcp" does: its first
-// address.
+// (localhost) is resolved and listened on as "tcp" does: at its first
+// IPv4 address, or its first address when it has none.
 func listenNetwork(addr string) string {
 	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
