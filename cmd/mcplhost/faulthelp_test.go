@@ -513,7 +513,13 @@ type liveHost struct {
 // everything it printed drained, at the test's end at the latest.
 func startHost(t *testing.T, args ...string) *liveHost {
 	t.Helper()
-	cmd := exec.Command(hostBinary(t), args...)
+	return startCommand(t, exec.Command(hostBinary(t), args...))
+}
+
+// startCommand is startHost for a command that runs mcplhost some other
+// way (a shell that execs it).
+func startCommand(t *testing.T, cmd *exec.Cmd) *liveHost {
+	t.Helper()
 	outR, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

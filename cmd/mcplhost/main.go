@@ -24,8 +24,8 @@ func main() {
 }
 
 // mainCode runs mcplhost as a process: the command, inside the stopper
-// (SIGINT, SIGTERM and a closed stdout stop it in order; a second signal
-// at once). It returns the exit status.
+// (SIGINT, SIGTERM, SIGHUP, SIGQUIT and a closed stdout stop it in order;
+// a second signal at once). It returns the exit status.
 func mainCode(args []string, stdout, stderr io.Writer) int {
 	s := newStopper()
 	defer s.stop()

@@ -20,8 +20,8 @@ import (
 const runUsage = `usage: mcplhost run --config FILE [--transcript FILE] [--status ADDR] [--log-format text|json] [--log-level L | -v]
 
 Runs the host from a configuration file: opens the store the file names,
-starts its agents, connects its servers, and runs until SIGINT or SIGTERM.
-Then it stops in order: no new turn starts, the turns in flight have 10s to
+starts its agents, connects its servers, and runs until SIGINT, SIGTERM,
+SIGHUP or SIGQUIT. Then it stops in order: no new turn starts, the turns in flight have 10s to
 end by themselves (then they are cut short and recorded), lifecycle work
 in flight finishes, and the servers and the store close. A second signal
 exits at once. --transcript appends every agent's turns to FILE as JSON
@@ -34,11 +34,13 @@ the servers write to their stderr too.
 and /api/servers, /api/channels and /api/agents (docs/status.md) at ADDR:
 127.0.0.1:PORT, or PORT alone for loopback. It binds beyond loopback only
 when ADDR names another address; anyone who can reach it reads what it
-shows. Off by default.
+shows. 0.0.0.0 binds IPv4 only, [::] IPv6 only. It answers only requests
+whose Host header names ADDR (or localhost on loopback), 421 to others.
+Off by default.
 
 Exit status: 128+N after a stop by signal N (130 for SIGINT, 143 for
-SIGTERM), 1 when the host can't start, 2 for usage or configuration
-errors.
+SIGTERM, 129 for SIGHUP, 131 for SIGQUIT), 1 when the host can't start, 2
+for usage or configuration errors.
 `
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -115,14 +115,16 @@ type Server struct {
 	done chan error
 }
 
-// Start listens on addr (as ListenAddr reads it) and serves h's status
-// and g's metrics until Close.
+// Start listens on addr (as ListenAddr reads it; an IP literal's family
+// only, see listenNetwork) and serves h's status and g's metrics until
+// Close, to requests whose Host header names the address they came in on
+// (guardHost); others get 421.
 func Start(addr string, h Host, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
 	a, err := ListenAddr(addr)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", a)
+	ln, err := net.Listen(listenNetwork(a), a)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +134,7 @@ func Start(addr string, h Host, g prometheus.Gatherer, log *slog.Logger) (*Serve
 	s := &Server{
 		ln: ln,
 		srv: &http.Server{
-			Handler:           Handler(h, g),
+			Handler:           guardHost(Handler(h, g), ln.Addr(), hostName(a)),
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      30 * time.Second,

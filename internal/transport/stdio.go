@@ -51,7 +51,9 @@ type StdioOptions struct {
 // Process is a Stream over a server subprocess's stdin and stdout, one
 // message per line. It runs the process in its own process group, so that
 // stopping it also stops what it started (as `go run` does); a process that
-// leaves the group (setsid, setpgid) escapes that.
+// leaves the group (setsid, setpgid) escapes that. On Linux the process
+// also gets SIGKILL from the kernel when this program dies without closing
+// it (kill -9, a crash); what it started does not (spawn_linux.go).
 type Process struct {
 	cmd     *exec.Cmd
 	pgid    int      // the process group: the leader's pid
@@ -131,12 +133,14 @@ func Spawn(cmd Command, opts StdioOptions) (*Process, error) {
 	c.Stdin = inR
 	c.Stdout = outW
 	c.Stderr = errW
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group; on Linux a parent-death signal too
+	// (spawn_linux.go).
+	c.SysProcAttr = sysProcAttr()
 	tail := newStderrTail(log)
 
 	// KillAll must not miss a process started while it runs.
 	groups.start.RLock()
-	err = c.Start()
+	err = startProcess(c)
 	if err != nil {
 		groups.start.RUnlock()
 		closeAll()
@@ -184,6 +188,7 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 func (p *Process) wait() {
 	defer close(p.waitDone)
 	p.cmd.Wait()
+	processReaped()
 	// Whether we stopped it is decided now: a Close that comes once the
 	// exit is known (after a Read saw it) does not make it our doing, nor
 	// one that comes after a read or a write found it going (a server that
