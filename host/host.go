@@ -66,6 +66,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/hooks"
 	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/inference"
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/metrics"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -111,6 +112,8 @@ type Host struct {
 	fetcher  *fetchref.Fetcher
 	store    store.Store
 	ownStore store.Store  // a store New made, closed by Close
+	health   *storeHealth // what the store's writes found (StoreHealth)
+	limits   *lograte.Limiter
 	inbox    *inbox.Inbox // the inbox's one writer
 	// connected is when each server's current connection came up.
 	connected map[string]time.Time
@@ -183,6 +186,9 @@ func New(opts Options) (*Host, error) {
 		st = store.NewMemory()
 		h.ownStore = st
 	}
+	// Every write goes through the store's health watch (StoreHealth).
+	h.health = &storeHealth{log: log, now: time.Now}
+	st = healthStore{Store: st, health: h.health}
 	h.store = st
 	h.grace = opts.ShutdownGrace
 	if opts.Metrics != nil {
@@ -220,6 +226,7 @@ func New(opts Options) (*Host, error) {
 	h.channels = reg
 	h.hooks = hooks.New(hooks.Options{Logger: log})
 	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference})
+	h.limits = lograte.New(log, "")
 	h.refs = content.NewRefs(0)
 	h.fetcher = fetchref.New(fetchref.Options{Refs: h.refs, Server: h.fetchServer, Dir: opts.RefsDir, Logger: log})
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -616,6 +623,8 @@ func (h *Host) Close() error {
 	}
 	wg.Wait()
 	h.bg.Wait()
+	h.health.close()
+	h.limits.Close()
 	if h.ownStore != nil {
 		return h.ownStore.Close()
 	}
