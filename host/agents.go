@@ -159,7 +159,7 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 		return protocol.PushEventResult{}, errEmptyEvent
 	}
 	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
-		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: time.Now().UTC()}
+		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: h.now().UTC()}
 	// Through the inbox's one writer, in receipt order with the server's
 	// channel messages; its commit wakes the agents. The answer waits
 	// for it, here on the connection's dispatch.

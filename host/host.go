@@ -101,6 +101,10 @@ type Options struct {
 	// (docs/status.md); nil keeps none. New fails when they can't be
 	// registered there (a second host on the same registerer, say).
 	Metrics prometheus.Registerer
+	// Now is the host's clock for what it keeps: the receipt time of
+	// inbound messages and decisions, the inbox's retention (prune.go),
+	// the store's health; nil means time.Now. Tests set it.
+	Now func() time.Time
 }
 
 // Host runs a set of servers.
@@ -111,8 +115,9 @@ type Host struct {
 	refs     *content.Refs // the references servers delivered (RFC-005)
 	fetcher  *fetchref.Fetcher
 	store    store.Store
-	ownStore store.Store  // a store New made, closed by Close
-	health   *storeHealth // what the store's writes found (StoreHealth)
+	ownStore store.Store      // a store New made, closed by Close
+	health   *storeHealth     // what the store's writes found (StoreHealth)
+	now      func() time.Time // Options.Now
 	limits   *lograte.Limiter
 	inbox    *inbox.Inbox // the inbox's one writer
 	// connected is when each server's current connection came up.
@@ -186,8 +191,12 @@ func New(opts Options) (*Host, error) {
 		st = store.NewMemory()
 		h.ownStore = st
 	}
+	h.now = opts.Now
+	if h.now == nil {
+		h.now = time.Now
+	}
 	// Every write goes through the store's health watch (StoreHealth).
-	h.health = &storeHealth{log: log, now: time.Now}
+	h.health = &storeHealth{log: log, now: h.now}
 	st = healthStore{Store: st, health: h.health}
 	h.store = st
 	h.grace = opts.ShutdownGrace
@@ -218,6 +227,7 @@ func New(opts Options) (*Host, error) {
 		},
 		OnRegistered: h.wakeAgents,
 		Inbox:        h.inbox,
+		Now:          h.now,
 	})
 	if err != nil {
 		h.inbox.Close()
@@ -281,6 +291,10 @@ func (h *Host) Start(cfg *config.Config) error {
 				h.log.Error("server failed to connect", "server", s.ID, "error", err.Error())
 			}
 		}()
+	}
+	if set != nil {
+		// The inbox's pruning (prune.go): at start, then hourly.
+		h.goBackground(h.pruneLoop)
 	}
 	settle := func() {
 		h.startWG.Wait()
