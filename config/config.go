@@ -13,10 +13,10 @@ import (
 
 // Defaults.
 const (
-	DefaultStore            = "./data/host.db"
+	DefaultStore = "./data/host.db"
 	// DefaultInboxRetention is how long the host keeps an inbox message
 	// every agent has consumed (inboxRetention).
-	DefaultInboxRetention = 7 * 24 * time.Hour
+	DefaultInboxRetention   = 7 * 24 * time.Hour
 	DefaultRequestTimeout   = 60 * time.Second
 	DefaultReconnectInitial = 5 * time.Second
 	DefaultReconnectMax     = 5 * time.Minute
