@@ -13,10 +13,7 @@ import (
 
 // Defaults.
 const (
-	DefaultStore = "./data/host.db"
-	// DefaultInboxRetention is how long the host keeps an inbox message
-	// every agent has consumed (inboxRetention).
-	DefaultInboxRetention   = 7 * 24 * time.Hour
+	DefaultStore            = "./data/host.db"
 	DefaultRequestTimeout   = 60 * time.Second
 	DefaultReconnectInitial = 5 * time.Second
 	DefaultReconnectMax     = 5 * time.Minute
@@ -24,6 +21,9 @@ const (
 	// and channels/publish keep when requestTimeout is 0: a channel
 	// decision must settle, so those never wait forever.
 	ChannelRequestTimeout = 60 * time.Second
+	// DefaultInboxRetention is how long the host keeps an inbox message
+	// every agent has consumed (inboxRetention).
+	DefaultInboxRetention = 7 * 24 * time.Hour
 )
 
 // DefaultSendTools returns the send tools of a server whose file does not
