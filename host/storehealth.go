@@ -123,7 +123,9 @@ func (s *storeHealth) observe(ctx context.Context, err error) {
 			s.limits.Close() // its last count first
 			s.limits = nil
 		}
-		s.log.Info("the store is writing again after "+lograte.Thousands(failed)+" failed "+plural(failed, "write", "writes")+" over "+lograte.Seconds(now.Sub(since)),
+		// At Warn, not Info: it ends what was logged at Error, and is
+		// shown wherever that was (mcplhost run logs Warn and above).
+		s.log.Warn("the store is writing again after "+lograte.Thousands(failed)+" failed "+plural(failed, "write", "writes")+" over "+lograte.Seconds(now.Sub(since)),
 			"failed_writes", failed, "since", since.UTC())
 		return
 	}
