@@ -15,21 +15,21 @@ import (
 	"github.com/mcpl-go/mcpl/internal/status"
 )
 
-// noHost has no servers, channels or agents; with st set it reports that
+// bareHost has no servers, channels or agents; with st set it reports that
 // store health.
-type noHost struct{ st *host.StoreState }
+type bareHost struct{ st *host.StoreState }
 
-func (noHost) Servers() []host.ServerState   { return nil }
-func (noHost) Channels() []host.ChannelState { return nil }
-func (noHost) Agents() []host.AgentState     { return nil }
+func (bareHost) Servers() []host.ServerState   { return nil }
+func (bareHost) Channels() []host.ChannelState { return nil }
+func (bareHost) Agents() []host.AgentState     { return nil }
 
 type healthHost struct {
-	noHost
+	bareHost
 }
 
 func (h healthHost) StoreHealth() host.StoreState { return *h.st }
 
-func fetch(t *testing.T, srv *httptest.Server, path string) (int, string) {
+func getPath(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	t.Helper()
 	res, err := http.Get(srv.URL + path)
 	if err != nil {
@@ -48,18 +48,18 @@ func fetch(t *testing.T, srv *httptest.Server, path string) (int, string) {
 // reports no store health is ok.
 func TestHealthzReportsAFailingStore(t *testing.T) {
 	st := &host.StoreState{}
-	srv := httptest.NewServer(status.Handler(healthHost{noHost{st}}, prometheus.NewRegistry()))
+	srv := httptest.NewServer(status.Handler(healthHost{bareHost{st}}, prometheus.NewRegistry()))
 	defer srv.Close()
-	if code, body := fetch(t, srv, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz with the store writing = %d %q", code, body)
 	}
 	since := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
 	*st = host.StoreState{Failing: true, Since: since, FailedWrites: 3, LastError: "database or disk is full (13)"}
-	code, body := fetch(t, srv, "/healthz")
+	code, body := getPath(t, srv, "/healthz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store failing since 2026-12-02T01:02:03Z: 3 writes failed") || !strings.Contains(body, "database or disk is full (13)") {
 		t.Errorf("/healthz with the store failing = %d %q", code, body)
 	}
-	_, js := fetch(t, srv, "/api/store")
+	_, js := getPath(t, srv, "/api/store")
 	var v status.StoreView
 	if err := json.Unmarshal([]byte(js), &v); err != nil {
 		t.Fatal(err)
@@ -69,16 +69,16 @@ func TestHealthzReportsAFailingStore(t *testing.T) {
 	}
 	rec := since.Add(time.Minute)
 	*st = host.StoreState{Recovered: rec}
-	if code, body := fetch(t, srv, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz after recovery = %d %q", code, body)
 	}
-	if _, js := fetch(t, srv, "/api/store"); strings.TrimSpace(js) != `{"state":"ok","recovered":"2026-12-02T01:03:03Z"}` {
+	if _, js := getPath(t, srv, "/api/store"); strings.TrimSpace(js) != `{"state":"ok","recovered":"2026-12-02T01:03:03Z"}` {
 		t.Errorf("/api/store after recovery = %s", js)
 	}
 
-	plain := httptest.NewServer(status.Handler(noHost{}, prometheus.NewRegistry()))
+	plain := httptest.NewServer(status.Handler(bareHost{}, prometheus.NewRegistry()))
 	defer plain.Close()
-	if code, body := fetch(t, plain, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, plain, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz of a host with no store health = %d %q", code, body)
 	}
 }
