@@ -21,6 +21,9 @@ const (
 	// and channels/publish keep when requestTimeout is 0: a channel
 	// decision must settle, so those never wait forever.
 	ChannelRequestTimeout = 60 * time.Second
+	// DefaultInboxRetention is how long the host keeps an inbox message
+	// every agent has consumed (inboxRetention).
+	DefaultInboxRetention = 7 * 24 * time.Hour
 )
 
 // DefaultSendTools returns the send tools of a server whose file does not
@@ -37,6 +40,10 @@ type Config struct {
 	Dir string
 	// Store is the absolute path of the host's state database.
 	Store string
+	// InboxRetention is how long the host keeps an inbox message once
+	// every agent has consumed it, counted from its receipt; older ones
+	// are pruned (docs/limits.md). 0 means DefaultInboxRetention.
+	InboxRetention time.Duration
 	// Servers are the MCPL servers, in file order.
 	Servers []Server
 	// Agents are the agents, in file order; Agents[0] is the primary
@@ -55,7 +62,7 @@ type Config struct {
 // (Server.WithDefaults), agent (Agent.WithDefaults) and route
 // (InferenceRoute.WithDefaults), and to c's own fields: an empty Store
 // becomes DefaultStore in Dir (when Dir is set), an empty Conversations
-// ConversationsShared. It shares no slice with c whose elements it
+// ConversationsShared, a zero InboxRetention DefaultInboxRetention. It shares no slice with c whose elements it
 // changes. Parse and Load return configs it has been applied to.
 func (c Config) WithDefaults() Config {
 	if c.Store == "" && c.Dir != "" {
@@ -63,6 +70,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Conversations == "" {
 		c.Conversations = ConversationsShared
+	}
+	if c.InboxRetention <= 0 {
+		c.InboxRetention = DefaultInboxRetention
 	}
 	if c.Servers != nil {
 		servers := make([]Server, len(c.Servers))

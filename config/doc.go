@@ -69,6 +69,9 @@
 //   - store is the SQLite file holding channel decisions and the inbox of
 //     inbound messages; it is created if missing, and the host replays it
 //     at start.
+//   - inboxRetention (default DefaultInboxRetention, 168h) is how long
+//     the host keeps an inbox message every agent has consumed, from its
+//     receipt; more than 0.
 //   - tools.enable and tools.disable hold bare tool names, where * matches
 //     any run of characters (including "--" and nothing). Deny wins. An
 //     absent enable allows every tool; a present one, even [], is an

@@ -11,7 +11,7 @@ import (
 
 // The keys each mapping accepts.
 var (
-	topKeys       = []string{"store", "servers", "agents", "conversations", "inference"}
+	topKeys       = []string{"store", "inboxRetention", "servers", "agents", "conversations", "inference"}
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
@@ -65,6 +65,8 @@ func (d *decoder) decodeFile(data []byte, dir string) (cfg *Config) {
 					cfg.Store, storeOK = filepath.Join(dir, s), true
 				}
 			}
+		case "inboxRetention":
+			cfg.InboxRetention = d.positive(e.val, path, e.key.Line)
 		case "servers":
 			if deref(e.val).Kind != yaml.SequenceNode {
 				d.wrong(e.val, path, e.key.Line, "a list of servers, each starting with - id:")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/inbox"
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/model"
 	"github.com/mcpl-go/mcpl/internal/model/provider"
 	"github.com/mcpl-go/mcpl/internal/session"
@@ -157,7 +159,7 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 		return protocol.PushEventResult{}, errEmptyEvent
 	}
 	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
-		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: time.Now().UTC()}
+		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: h.now().UTC()}
 	// Through the inbox's one writer, in receipt order with the server's
 	// channel messages; its commit wakes the agents. The answer waits
 	// for it, here on the connection's dispatch.
@@ -173,10 +175,20 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 		h.log.Debug("a push event refused: this host is shutting down", "server", ev.Server, "event_id", ev.Params.EventID)
 		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so the event was not accepted: send it again later"}
 	case res.Err != nil:
-		h.log.Error("a push event could not be stored", "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
+		// At most a line and a count a window for each server: the store's
+		// health logs the failure itself (StoreHealth).
+		h.limits.LogFor(&logEventNotStored, ev.Server, "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
 		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
 	}
 	return protocol.PushEventResult{Accepted: true}, nil
+}
+
+// logEventNotStored is a push event the store failed to keep.
+var logEventNotStored = lograte.Kind{
+	Msg:     "a push event could not be stored, so it was not accepted; its server was told to send it again later",
+	Summary: "%s more push events could not be stored%s in %s, and were refused",
+	Level:   slog.LevelError,
+	KeyAttr: "server",
 }
 
 // errEmptyEvent refuses a push event whose content shows nothing.

@@ -37,6 +37,7 @@ type agentRig struct {
 	tr   *lines
 	rec  *recorder
 	stop func()
+	now  func() time.Time // the host's clock (Options.Now); nil for time.Now
 }
 
 // chatChannels are the channel server's: a open from the start, b and d
@@ -98,7 +99,7 @@ func (r *agentRig) begin() {
 		r.t.Fatal(err)
 	}
 	r.tr, r.rec = newLines(), newRecorder()
-	h, err := host.New(host.Options{Logger: r.rec.Logger(), Store: st, Transcript: r.tr, LookupEnv: func(k string) (string, bool) {
+	h, err := host.New(host.Options{Logger: r.rec.Logger(), Store: st, Transcript: r.tr, Now: r.now, LookupEnv: func(k string) (string, bool) {
 		if k == "TEST_MODEL_KEY" {
 			return "test-key", true
 		}

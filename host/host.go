@@ -66,6 +66,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/hooks"
 	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/inference"
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/metrics"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/transport"
@@ -100,6 +101,10 @@ type Options struct {
 	// (docs/status.md); nil keeps none. New fails when they can't be
 	// registered there (a second host on the same registerer, say).
 	Metrics prometheus.Registerer
+	// Now is the host's clock for what it keeps: the receipt time of
+	// inbound messages and decisions, the inbox's retention (prune.go),
+	// the store's health; nil means time.Now. Tests set it.
+	Now func() time.Time
 }
 
 // Host runs a set of servers.
@@ -110,7 +115,10 @@ type Host struct {
 	refs     *content.Refs // the references servers delivered (RFC-005)
 	fetcher  *fetchref.Fetcher
 	store    store.Store
-	ownStore store.Store  // a store New made, closed by Close
+	ownStore store.Store      // a store New made, closed by Close
+	health   *storeHealth     // what the store's writes found (StoreHealth)
+	now      func() time.Time // Options.Now
+	limits   *lograte.Limiter
 	inbox    *inbox.Inbox // the inbox's one writer
 	// connected is when each server's current connection came up.
 	connected map[string]time.Time
@@ -183,6 +191,13 @@ func New(opts Options) (*Host, error) {
 		st = store.NewMemory()
 		h.ownStore = st
 	}
+	h.now = opts.Now
+	if h.now == nil {
+		h.now = time.Now
+	}
+	// Every write goes through the store's health watch (StoreHealth).
+	h.health = &storeHealth{log: log, now: h.now}
+	st = healthStore{Store: st, health: h.health}
 	h.store = st
 	h.grace = opts.ShutdownGrace
 	if opts.Metrics != nil {
@@ -212,6 +227,7 @@ func New(opts Options) (*Host, error) {
 		},
 		OnRegistered: h.wakeAgents,
 		Inbox:        h.inbox,
+		Now:          h.now,
 	})
 	if err != nil {
 		h.inbox.Close()
@@ -220,6 +236,7 @@ func New(opts Options) (*Host, error) {
 	h.channels = reg
 	h.hooks = hooks.New(hooks.Options{Logger: log})
 	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference})
+	h.limits = lograte.New(log, "")
 	h.refs = content.NewRefs(0)
 	h.fetcher = fetchref.New(fetchref.Options{Refs: h.refs, Server: h.fetchServer, Dir: opts.RefsDir, Logger: log})
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -274,6 +291,10 @@ func (h *Host) Start(cfg *config.Config) error {
 				h.log.Error("server failed to connect", "server", s.ID, "error", err.Error())
 			}
 		}()
+	}
+	if set != nil {
+		// The inbox's pruning (prune.go): at start, then hourly.
+		h.goBackground(h.pruneLoop)
 	}
 	settle := func() {
 		h.startWG.Wait()
@@ -616,6 +637,8 @@ func (h *Host) Close() error {
 	}
 	wg.Wait()
 	h.bg.Wait()
+	h.health.close()
+	h.limits.Close()
 	if h.ownStore != nil {
 		return h.ownStore.Close()
 	}

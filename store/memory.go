@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Memory is a Store that keeps everything in memory: durable only as long
@@ -25,7 +26,10 @@ type Memory struct {
 	byServer  map[string][]int
 	byChannel map[[2]string][]int
 	seen      map[[3]string]bool
-	lastMsg   int64
+	// pruned is the At of each pruned message whose key seen still
+	// holds, for PruneInbox's KeysBefore.
+	pruned  map[[3]string]time.Time
+	lastMsg int64
 	// history is every conversation's entries, in Seq order; lastEntry
 	// the Seq Record gave last.
 	history   map[string][]Entry
@@ -39,6 +43,7 @@ func NewMemory() *Memory {
 		byServer:  map[string][]int{},
 		byChannel: map[[2]string][]int{},
 		seen:      map[[3]string]bool{},
+		pruned:    map[[3]string]time.Time{},
 		history:   map[string][]Entry{},
 		cursors:   map[string]int64{},
 	}
@@ -312,7 +317,61 @@ func (m *Memory) InboxEnd(ctx context.Context) (int64, error) {
 	if m.closed {
 		return 0, ErrClosed
 	}
-	return m.lastMsg, nil // the inbox drops nothing: its last is its highest
+	if len(m.inbox) == 0 {
+		return 0, nil
+	}
+	return m.inbox[len(m.inbox)-1].Seq, nil // after pruning, what is left
+}
+
+// PruneInbox implements Store. It makes the inbox and its indexes anew,
+// so a Messages already running goes on over the inbox it started with.
+func (m *Memory) PruneInbox(ctx context.Context, q PruneQuery) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultPruneLimit
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	if !q.Before.IsZero() {
+		kept := make([]Message, 0, len(m.inbox))
+		for _, msg := range m.inbox {
+			through, ok := q.Through[msg.Server]
+			if !ok {
+				through = q.Floor
+			}
+			if n < limit && msg.Seq <= through && (msg.At.IsZero() || msg.At.Before(q.Before)) {
+				m.pruned[[3]string{msg.Server, msg.Channel, msg.MessageID}] = msg.At
+				n++
+				continue
+			}
+			kept = append(kept, msg)
+		}
+		if n > 0 {
+			m.inbox = slices.Clip(kept)
+			m.byServer, m.byChannel = map[string][]int{}, map[[2]string][]int{}
+			for i, msg := range m.inbox {
+				m.byServer[msg.Server] = append(m.byServer[msg.Server], i)
+				ck := [2]string{msg.Server, msg.Channel}
+				m.byChannel[ck] = append(m.byChannel[ck], i)
+			}
+		}
+	}
+	if !q.KeysBefore.IsZero() {
+		for k, at := range m.pruned {
+			if at.Before(q.KeysBefore) {
+				delete(m.pruned, k)
+				delete(m.seen, k)
+			}
+		}
+	}
+	return n, nil
 }
 
 // DropCursors implements Store.

@@ -26,6 +26,10 @@
 //     one channel's messages only, in Seq order; InboxEnd is the inbox's
 //     highest Seq.
 //   - DropCursors removes cursors Record set, synced.
+//   - PruneInbox drops inbox messages every reader has consumed and that
+//     are older than a retention, a bounded number a call, synced; the
+//     dedupe key of each (server, channel, message id) stays, so a
+//     message sent again after it was pruned is still not added twice.
 //
 // A backend batches concurrent writers into one transaction where it can
 // (group commit), so a burst costs a few syncs, not one a write, but each
@@ -187,6 +191,15 @@ type Store interface {
 	// DropCursors removes the named cursors; a name with no cursor is
 	// ignored. Durable before it returns.
 	DropCursors(ctx context.Context, names ...string) error
+	// PruneInbox drops the inbox messages q selects, oldest Seq first, at
+	// most q.Limit of them, all or none, durable before it returns, and
+	// says how many went. A pruned message's dedupe key (its server,
+	// channel and message id) stays: AddMessages reports a message with
+	// that key as not added, as if it were still there, until a call
+	// whose q.KeysBefore is past the pruned message's At forgets the key.
+	// Page, Messages and InboxEnd no longer see a pruned message (so
+	// InboxEnd may go down); Seqs are still never reused.
+	PruneInbox(ctx context.Context, q PruneQuery) (pruned int, err error)
 	// Close releases the store; its other methods then fail with
 	// ErrClosed.
 	Close() error
@@ -206,6 +219,35 @@ type InboxQuery struct {
 	// DefaultPageLimit.
 	Limit int
 }
+
+// PruneQuery selects the inbox messages Store.PruneInbox drops: those
+// accepted before Before, and whose Seq is at most their server's
+// consumed position (Through[server], or Floor for a server not in
+// Through). The caller (the host, which knows its readers and their
+// cursors) says what every reader has consumed; the store knows nothing
+// of readers.
+type PruneQuery struct {
+	// Before bounds the messages' At: only those accepted before it go.
+	// A message with a zero At goes whatever Before is; a zero Before
+	// drops nothing.
+	Before time.Time
+	// Floor is the Seq through which every reader has consumed every
+	// server's messages; Through overrides it for the servers it names
+	// (up or down).
+	Floor   int64
+	Through map[string]int64
+	// Limit bounds the messages one call drops; 0 or less means
+	// DefaultPruneLimit.
+	Limit int
+	// KeysBefore, when not zero, forgets the dedupe keys of pruned
+	// messages accepted before it (any pruned before this call, or by
+	// it): a message with such a key is then added again.
+	KeysBefore time.Time
+}
+
+// DefaultPruneLimit is the most messages Store.PruneInbox drops in a call
+// that sets no Limit.
+const DefaultPruneLimit = 10000
 
 // DefaultPageLimit is the most messages Store.Page returns for a query
 // that sets no Limit.

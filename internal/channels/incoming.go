@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/inbox"
+	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -129,13 +131,24 @@ func (in *received) answer(r *Registry, done <-chan inbox.Result) (protocol.Chan
 		r.log.Debug("inbound channel messages refused: this host is shutting down", "server", in.server, "messages", len(in.msgs))
 		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: refusedClosing}
 	case res.Err != nil:
-		r.log.Error("inbound channel messages could not be stored", "server", in.server, "messages", len(in.msgs), "error", res.Err.Error())
+		// At most a line and a count a window for each server: a failing
+		// store fails every call, and its health is logged by the host.
+		r.limits.LogFor(&logIncomingNotStored, in.server, "server", in.server, "messages", len(in.msgs), "error", res.Err.Error())
 		return protocol.ChannelsIncomingResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the messages; none was accepted: send them again later"}
 	}
 	for _, i := range in.at {
 		in.results[i].Accepted = true
 	}
 	return protocol.ChannelsIncomingResult{Results: in.results}, nil
+}
+
+// logIncomingNotStored is a channels/incoming whose messages the store
+// failed to keep.
+var logIncomingNotStored = lograte.Kind{
+	Msg:     "inbound channel messages could not be stored, so none was accepted; their server was told to send them again later",
+	Summary: "%s more channels/incoming could not be stored%s in %s, and were refused",
+	Level:   slog.LevelError,
+	KeyAttr: "server",
 }
 
 // refusedClosing answers, to the server, a channels/incoming that arrived

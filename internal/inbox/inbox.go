@@ -57,9 +57,13 @@
 // backend returns ErrInvalid from AddMessages today; the split is for one
 // that will, such as a database that refuses a NUL in a text column.)
 //
-// The owner logs the first failed commit after a success at Error level,
-// and the first success after failures at Info, not one line a commit:
-// the callers log their own failures, with their server's name.
+// The owner logs the first failed commit after a success, and the first
+// success after failures, at Debug, not one line a commit: the store's
+// failing is logged where every write is seen (the host's store health:
+// a line when it begins, a count a window while it lasts, a line when it
+// ends), and the callers log their own refusals, with their server's
+// name, rate-limited. A failed commit leaves nothing behind here: the next
+// commit is tried as the first was, and succeeds once the store does.
 //
 // A store closed under the Inbox fails each commit at once with its error
 // (wrapping store.ErrClosed, so a caller can tell it from the Inbox's own
@@ -320,11 +324,11 @@ func (in *Inbox) commit(batch []*accept) {
 	switch {
 	case err != nil && !in.failing:
 		in.failing = true
-		in.log.Error("inbound messages could not be stored: their callers were told none was accepted; later failures are not logged until a commit succeeds",
+		in.log.Debug("inbound messages could not be stored: their callers were told none was accepted; later failures are not logged until a commit succeeds",
 			"accepts", len(batch), "error", err.Error())
 	case err == nil && in.failing:
 		in.failing = false
-		in.log.Info("inbound messages are stored again", "failed_commits", in.failed)
+		in.log.Debug("inbound messages are stored again", "failed_commits", in.failed)
 		in.failed = 0
 	}
 	if err != nil {

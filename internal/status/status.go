@@ -50,8 +50,10 @@ func Handler(h Host, g prometheus.Gatherer) http.Handler {
 		w.Write(page)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
+		healthz(w, h)
+	})
+	mux.HandleFunc("GET /api/store", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, storeView(h))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/servers", func(w http.ResponseWriter, r *http.Request) {

@@ -67,6 +67,15 @@ import (
 //     grants are not known: the agent layer judges those as from a server
 //     that ran its own channels, should their channels be gone).
 //
+// Version 6:
+//
+//   - inbox_pruned keeps the dedupe key (server, channel, message_id) of
+//     each message DB.PruneInbox dropped, with the message's at, so that
+//     AddMessages still reports a message sent again after pruning as not
+//     added; at (0 for the zero time) is what PruneQuery.KeysBefore
+//     forgets keys by, through inbox_pruned_at. A key is some 60 bytes
+//     against a message's several hundred.
+//
 // Nothing in version 4 is for DB.Compact: it works on log's rowid (seq)
 // alone, and an index on log would only make it and Append slower. A
 // migration that adds a column to log adds it to logColumns too, which
@@ -110,11 +119,19 @@ var migrations = []string{
 	`CREATE INDEX inbox_server ON inbox (server, seq);
 	CREATE INDEX inbox_server_channel ON inbox (server, channel, seq);`,
 	`ALTER TABLE inbox ADD COLUMN directed INTEGER NOT NULL DEFAULT 0 CHECK (directed IN (0, 1));`,
+	`CREATE TABLE inbox_pruned (
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		at INTEGER NOT NULL,
+		PRIMARY KEY (server, channel, message_id)
+	) STRICT, WITHOUT ROWID;
+	CREATE INDEX inbox_pruned_at ON inbox_pruned (at);`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 func init() {
 	if len(migrations) != SchemaVersion {

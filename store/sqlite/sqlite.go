@@ -86,10 +86,26 @@
 // the calls queued behind it wait for its COMMIT (see DB.Compact). Every call of a batch returns only after
 // the batch's COMMIT is synced; a COMMIT that fails fails every call of the
 // batch and leaves none of them. A COMMIT that fails with anything other
-// than a constraint or a lock (an I/O error, a full disk) leaves the file in
+// than a constraint, a lock, or a want of space (below) leaves the file in
 // doubt (SQLite may have written the batch, and a restart may recover it),
 // so the DB refuses every later write with that error: reopen it, which
 // replays what the file really holds.
+//
+// # A full disk
+//
+// A write that fails for want of space (SQLITE_FULL, any SQLITE_IOERR,
+// ENOSPC: see spaceFailure) fails its batch's calls at once, each with
+// the error, and nothing of them is written; it does not break the DB.
+// The writer then waits before its next batch, FullBackoffMin at first,
+// doubling up to FullBackoffMax while batches keep failing so; calls
+// queued meanwhile wait for it (a call's ctx still counts while it is
+// queued) and go in one batch. So a full disk costs one attempt per wait,
+// not one per call, and once space is back the next batch commits, with
+// no reopen. A caller is never made to wait past one backoff and one
+// attempt: the store does not try a failed call again by itself, since
+// its caller was told it failed and may send it again (an MCPL server
+// does), and trying it behind the caller's back would make "not written"
+// untrue. SetMaxPages bounds the file, which is how tests fill it.
 //
 // A call's ctx counts until the writer takes the call into a batch: ended
 // before, the call is not written and returns ctx.Err(); once taken, the
@@ -115,9 +131,11 @@
 // (Appends, messages, history) take them from there before the file
 // grows. So the file is as large as the most it ever held at once: for
 // the log, its largest size between two Compacts (the snapshot of current
-// decisions plus the tail appended since the one before); the inbox, the
-// histories and the cursors are never compacted, and grow with what they
-// keep. Nothing here shrinks the file: auto_vacuum is off (SQLite's
+// decisions plus the tail appended since the one before); the inbox holds
+// what PruneInbox has not dropped (the host prunes what every agent has
+// consumed past a retention, keeping each dropped message's dedupe key);
+// the histories and the cursors are never compacted, and grow with what
+// they keep. Nothing here shrinks the file: auto_vacuum is off (SQLite's
 // default, and an existing file's mode cannot change without a VACUUM,
 // which rewrites the whole file and is not done implicitly); an operator
 // who wants the space back runs VACUUM on the file while no host has it

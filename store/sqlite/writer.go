@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -26,6 +28,8 @@ type call struct {
 	through int64           // Compact's, and
 	keep    []int64         // its keep: increasing, each in 1..through
 	names   []string        // DropCursors': increasing, none ""
+	prune   *pruneQuery     // PruneInbox's
+	pages   int64           // SetMaxPages': the bound asked, then the bound set
 	size    int             // bytes of strings and bodies, for Options.MaxBatchBytes
 
 	// state is queued until the writer takes the call (taken) or its
@@ -58,6 +62,8 @@ const (
 	recordCall                  // Record: entries and cursors
 	compactCall                 // Compact: through and keep, a batch of its own
 	dropCall                    // DropCursors: names
+	pruneCall                   // PruneInbox: prune, a batch of its own
+	pagesCall                   // SetMaxPages: pages, outside any transaction
 )
 
 // cursor is one cursor a Record call sets.
@@ -76,6 +82,10 @@ func (c *call) what() string {
 		return fmt.Sprintf("compact the log through seq %d keeping %s", c.through, plural(len(c.keep), "record"))
 	case dropCall:
 		return "drop " + plural(len(c.names), "cursor")
+	case pruneCall:
+		return "prune the inbox"
+	case pagesCall:
+		return fmt.Sprintf("set the file's bound to %d pages", c.pages)
 	}
 	return "append " + plural(len(c.recs), "record")
 }
@@ -88,6 +98,10 @@ func (c *call) empty() bool {
 		return c.through < 1
 	case dropCall:
 		return len(c.names) == 0
+	case pruneCall:
+		return c.prune.empty()
+	case pagesCall:
+		return false
 	}
 	return len(c.recs) == 0 && len(c.msgs) == 0 && len(c.entries) == 0 && len(c.cursors) == 0
 }
@@ -194,6 +208,12 @@ func (d *DB) brokenErr(c *call, cause error) error {
 	return fmt.Errorf("store %s: %s: refused: an earlier commit failed and left the file in doubt (reopen the store): %w", d.path, c.what(), cause)
 }
 
+// alone reports whether c is a batch of its own: a Compact, a
+// PruneInbox or a SetMaxPages.
+func (c *call) alone() bool {
+	return c.kind == compactCall || c.kind == pruneCall || c.kind == pagesCall
+}
+
 // signal wakes the writer.
 func (d *DB) signal() {
 	select {
@@ -210,7 +230,7 @@ func (d *DB) next() ([]*call, bool) {
 		if len(d.queue) > 0 {
 			n, size := 0, 0
 			for n < len(d.queue) && n < d.opts.MaxBatchCalls {
-				if d.queue[n].kind == compactCall {
+				if d.queue[n].alone() {
 					if n == 0 {
 						n = 1 // alone: see compact
 					}
@@ -251,6 +271,8 @@ type writer struct {
 	// Compact's (see compact).
 	countLog, countTail, countKept, deleteRange      *sql.Stmt
 	stayKept, stayTail, clearLog, restore, clearStay *sql.Stmt
+	// PruneInbox's (see prune).
+	pruneSelect, pruneKeep, pruneDelete, pruneForget *sql.Stmt
 }
 
 // stmts lists w's statements, for openWriter to prepare and close to
@@ -270,7 +292,9 @@ func (w *writer) stmts() []struct {
 		{&w.release, "RELEASE call"},
 		{&w.rollbackTo, "ROLLBACK TO call"},
 		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		// A message whose key a prune kept (inbox_pruned) is not added
+		// again, as one still in the inbox is not.
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10 WHERE NOT EXISTS (SELECT 1 FROM inbox_pruned WHERE server = ?1 AND channel = ?2 AND message_id = ?3) ON CONFLICT (server, channel, message_id) DO NOTHING`},
 		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
 		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
 		{&w.dropCursor, `DELETE FROM cursors WHERE name = ?`},
@@ -283,6 +307,10 @@ func (w *writer) stmts() []struct {
 		{&w.clearLog, `DELETE FROM log`},
 		{&w.restore, `INSERT INTO log (` + logColumns + `) SELECT ` + logColumns + ` FROM temp.compact_stay ORDER BY seq`},
 		{&w.clearStay, `DELETE FROM temp.compact_stay`},
+		{&w.pruneSelect, pruneSelectSQL},
+		{&w.pruneKeep, pruneKeepSQL},
+		{&w.pruneDelete, pruneDeleteSQL},
+		{&w.pruneForget, pruneForgetSQL},
 	}
 }
 
@@ -328,22 +356,63 @@ func (w *writer) close() {
 
 // run is the writer goroutine: it commits batch after batch until the DB
 // is closed and the queue empty, then releases the write connection.
+// After a batch that failed for want of space (see spaceFailure) it
+// waits before taking the next, backing off (see the package doc,
+// "A full disk").
 func (d *DB) run(w *writer) {
 	defer close(d.writerDone)
 	defer w.close()
+	var backoff time.Duration
 	for {
+		if backoff > 0 {
+			d.pause(backoff)
+		}
 		batch, ok := d.next()
 		if !ok {
 			return
 		}
-		d.commitBatch(w, batch)
+		if d.commitBatch(w, batch) {
+			backoff = min(max(2*backoff, FullBackoffMin), FullBackoffMax)
+		} else {
+			backoff = 0
+		}
+	}
+}
+
+// Bounds of the writer's wait after a batch that failed for want of space:
+// the first wait is FullBackoffMin, each failure after doubles it, up to
+// FullBackoffMax; a batch that commits ends it.
+const (
+	FullBackoffMin = 50 * time.Millisecond
+	FullBackoffMax = 2 * time.Second
+)
+
+// pause waits for d, or until the DB is closed (Close then has the queue
+// written at once, each call failing or not on its own).
+func (d *DB) pause(wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-d.wake:
+			d.mu.Lock()
+			closed := d.closed
+			d.mu.Unlock()
+			if closed {
+				d.signal() // next looks again
+				return
+			}
+		}
 	}
 }
 
 // commitBatch writes batch in one transaction and finishes every call of
 // it. With more than one call, each is inside a savepoint, so that a call
-// that fails is rolled back alone.
-func (d *DB) commitBatch(w *writer, batch []*call) {
+// that fails is rolled back alone. It reports whether a call failed for
+// want of space (spaceFailure), for run's backoff.
+func (d *DB) commitBatch(w *writer, batch []*call) (full bool) {
 	live := batch[:0]
 	for _, c := range batch {
 		if !c.state.CompareAndSwap(queued, taken) {
@@ -356,7 +425,7 @@ func (d *DB) commitBatch(w *writer, batch []*call) {
 		live = append(live, c)
 	}
 	if len(live) == 0 {
-		return
+		return false
 	}
 	d.mu.Lock()
 	broken := d.broken
@@ -365,7 +434,16 @@ func (d *DB) commitBatch(w *writer, batch []*call) {
 		for _, c := range live {
 			c.finish(d.brokenErr(c, broken))
 		}
-		return
+		return false
+	}
+	if live[0].kind == pagesCall {
+		c := live[0]
+		err := w.setMaxPages(c)
+		if err != nil {
+			err = d.errf(err, "%s", c.what())
+		}
+		c.finish(err)
+		return false
 	}
 
 	d.batches.Add(1)
@@ -375,6 +453,7 @@ func (d *DB) commitBatch(w *writer, batch []*call) {
 		group = fmt.Sprintf(" (a group commit of %d calls)", len(live))
 	}
 	failAll := func(calls []*call, err error, format string) {
+		full = full || spaceFailure(err)
 		_, _ = w.rollback.ExecContext(ctx) // may have ended already; err says why
 		for _, c := range calls {
 			c.finish(d.errf(err, format, c.what(), group))
@@ -382,59 +461,93 @@ func (d *DB) commitBatch(w *writer, batch []*call) {
 	}
 	if _, err := w.begin.ExecContext(ctx); err != nil {
 		failAll(live, err, "%s: begin the transaction%s")
-		return
+		return full
 	}
 	if len(live) == 1 {
 		c := live[0]
 		if err := w.write(ctx, c); err != nil {
 			failAll(live, err, "%s%s")
-			return
+			return full
 		}
 	} else {
 		pending := make([]*call, 0, len(live))
 		for i, c := range live {
 			if _, err := w.savepoint.ExecContext(ctx); err != nil {
 				failAll(append(pending, live[i:]...), err, "%s: open its savepoint%s")
-				return
+				return full
 			}
 			if err := w.write(ctx, c); err != nil {
 				// Undo this call alone. If SQLite has already rolled the
 				// whole transaction back (it does on some errors), the
 				// savepoint is gone and so is everyone's work.
+				full = full || spaceFailure(err)
 				_, e1 := w.rollbackTo.ExecContext(ctx)
 				_, e2 := w.release.ExecContext(ctx)
 				if e := errors.Join(e1, e2); e != nil {
 					c.finish(d.errf(err, "%s", c.what()))
 					failAll(append(pending, live[i+1:]...), fmt.Errorf("another call of the group failed (%v), and undoing it alone failed: %w", err, e), "%s%s")
-					return
+					return full
 				}
 				c.finish(d.errf(err, "%s", c.what()))
 				continue
 			}
 			if _, err := w.release.ExecContext(ctx); err != nil {
 				failAll(append(pending, live[i:]...), err, "%s: release its savepoint%s")
-				return
+				return full
 			}
 			pending = append(pending, c)
 		}
 		if len(pending) == 0 {
 			_, _ = w.rollback.ExecContext(ctx)
-			return
+			return full
 		}
 		live = pending
 	}
 	if _, err := w.commit.ExecContext(ctx); err != nil {
-		if !cleanFailure(err) {
+		if !cleanFailure(err) && !spaceFailure(err) {
 			d.mu.Lock()
 			d.broken = err
 			d.mu.Unlock()
 		}
 		failAll(live, err, "%s: commit%s")
-		return
+		return full
 	}
 	for _, c := range live {
 		c.finish(nil)
 	}
+	return full
+}
+
+// spaceFailure reports whether err is a failure to write for want of
+// space or of the file system's say-so: SQLite's SQLITE_FULL (a write
+// that met ENOSPC, or PRAGMA max_page_count), any SQLITE_IOERR (a write,
+// a sync, the -shm file's growth), or ENOSPC itself. Such a failure fails
+// its batch, and the writer backs off, but it does not break the DB: the
+// next batch is tried, and commits once space is back.
+//
+// A COMMIT that failed so has not committed: SQLite appends the batch's
+// pages to the -wal file and marks them committed only in the -wal
+// index, after its last write and its sync succeed, and it does not
+// update that index when one fails, so no reader ever sees the batch and
+// the next commit writes over its pages. One doubt is left: after a sync
+// or an index failure, the batch's pages may be whole in the -wal file,
+// and a process that dies before its next commit may find the batch there
+// on its restart (SQLite's recovery reads the -wal file, not the index).
+// Its callers were told it failed; a message of it is then in the inbox,
+// and the server's next send of it is kept once (dedupe).
+func spaceFailure(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR:
+		return true
+	}
+	return false
 }
 
 // cleanFailure reports whether a failed COMMIT surely wrote nothing: a
@@ -461,6 +574,8 @@ func (w *writer) write(ctx context.Context, c *call) error {
 		return w.writeRecord(ctx, c)
 	case compactCall:
 		return w.compact(ctx, c)
+	case pruneCall:
+		return w.pruneInbox(ctx, c)
 	case dropCall:
 		for _, name := range c.names {
 			if _, err := w.dropCursor.ExecContext(ctx, name); err != nil {

@@ -99,6 +99,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"InboxEnd", testInboxEnd},
 		{"DropCursors", testDropCursors},
 		{"DropCursorsEndedContextDropsNothing", testDropCursorsCanceled},
+		{"PruneInboxSelects", testPruneSelects},
+		{"PruneInboxLimit", testPruneLimit},
+		{"PruneInboxKeepsDedupe", testPruneKeepsDedupe},
+		{"PruneInboxEndedContextOrClosedDropsNothing", testPruneCanceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +136,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 			{"ReopenKeepsHistoryAndCursors", testReopenHistory},
 			{"ReopenKeepsCompaction", testReopenCompacted},
 			{"ReopenKeepsInboxAndDroppedCursors", testReopenInbox},
+			{"ReopenKeepsPruned", testReopenPruned},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
