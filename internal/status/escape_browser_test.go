@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/chanserver"
 	"github.com/mcpl-go/mcpl/internal/status"
 	"github.com/mcpl-go/mcpl/internal/term"
@@ -93,23 +95,33 @@ func chromium(t *testing.T, within time.Duration) context.Context {
 // (term.Line), an emoji's ZWJ left whole.
 func TestPageEscapesServerStrings(t *testing.T) {
 	bctx := chromium(t, 90*time.Second)
-	var every strings.Builder
-	every.WriteString("all:")
-	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			every.WriteRune(r)
-		}
-	}
-	every.WriteString(" 👩‍👩‍👧 👩🏽‍💻 ❤️‍🔥 a\u200db 🏴\U000e0067\U000e007f end")
 	chans := []protocol.ChannelDescriptor{
 		{ID: "chan-42", Label: "\u202eevil", Type: "t\u200bype", Direction: "bidirectional"},
 		{ID: "43", Label: "עברית", Type: "bidi", Direction: "bidirectional"},
-		{ID: "chan-44", Label: every.String(), Type: "bidi", Direction: "bidirectional"},
 	}
+	// Every control, format character and separator, over as many
+	// channels as it takes: a label is at most channels.MaxLabelBytes.
+	var every strings.Builder
+	flush := func() {
+		chans = append(chans, protocol.ChannelDescriptor{ID: fmt.Sprintf("chan-44-%d", len(chans)), Label: every.String(), Type: "bidi", Direction: "bidirectional"})
+		every.Reset()
+	}
+	every.WriteString("all:")
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			if every.Len()+utf8.RuneLen(r) > channels.MaxLabelBytes {
+				flush()
+			}
+			every.WriteRune(r)
+		}
+	}
+	flush()
+	every.WriteString(" 👩‍👩‍👧 👩🏽‍💻 ❤️‍🔥 a\u200db 🏴\U000e0067\U000e007f end")
+	flush()
 	r := startServer(t, "bidi", chanserver.Binary(t), "-channels", mustJSON(t, chans))
 
 	row := func(id string) string { return `tr[data-channel="bidi/` + id + `"]` }
-	if err := chromedp.Do(bctx, chromedp.Navigate(r.srv.URL()), chromedp.WaitVisible(row("chan-44"))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(r.srv.URL()), chromedp.WaitVisible(row(chans[len(chans)-1].ID))); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
 	textOf := func(sel string) string {
