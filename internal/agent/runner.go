@@ -166,9 +166,14 @@ const MaxNotices = 1000
 
 func (r *runner) setBusy(on bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.busy = on
 	r.last = time.Now()
+	r.mu.Unlock()
+	if !on && r.fork {
+		// Idle from now: the router arms its retirement (a pass that
+		// ran while the fork was busy armed nothing for it).
+		r.rt.router.poke()
+	}
 }
 
 func (r *runner) loop(ctx context.Context) {
