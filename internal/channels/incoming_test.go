@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -228,6 +229,38 @@ func TestIncomingTagsClosed(t *testing.T) {
 		want := [][]string{{"chat:dm", "chat:addressed", "chat:private", "discord:ping"}, nil, nil}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("tags (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestIncomingNotification: channels/incoming sent as a notification
+// (§14.3 makes it a request; connectors in use send it so) is kept like a
+// request's messages, validated and deduplicated the same way; the log
+// says so once a connection, at WARN, then at debug.
+func TestIncomingNotification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		rg.registered("c")
+		peer := servePair(t, rg)
+		ctx := context.Background()
+		for _, m := range []string{
+			`{"messages":[{"channelId":"c","messageId":"m1","content":"hi"},{"channelId":"x","messageId":"m2","content":"hi"}]}`,
+			`{"messages":[{"channelId":"c","messageId":"m1","content":"hi again"},{"channelId":"c","messageId":"m3","content":"there"}]}`,
+		} {
+			if err := peer.Notify(ctx, protocol.MethodChannelsIncoming, json.RawMessage(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"s/c/m1", "s/c/m3"}, inboxIDs(t, rg.st)); diff != "" {
+			t.Errorf("inbox (-want +got):\n%s", diff)
+		}
+		warned := rg.logs.Find("channels/incoming sent as a notification: its messages are kept as a request's would be, but the server can't learn which were (SPEC §14.3 makes it a request); said once a connection")
+		if len(warned) != 1 || warned[0].Level != slog.LevelWarn || warned[0].Attr("server") != "s" {
+			t.Errorf("warnings = %+v, want one", warned)
+		}
+		if n := len(rg.logs.Find("channels/incoming sent as a notification")); n != 1 {
+			t.Errorf("%d debug lines, want 1 (the second notification)", n)
 		}
 	})
 }

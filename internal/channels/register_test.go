@@ -251,15 +251,6 @@ func TestRegisterServeNotifications(t *testing.T) {
 			t.Errorf("live channels (-want +got):\n%s", diff)
 		}
 
-		// channels/incoming as a notification is dropped whole.
-		_, err, handled = rg.reg.Serve(ctx, "s", &wire.Request{Method: protocol.MethodChannelsIncoming, Params: json.RawMessage(`{"messages":[{"channelId":"a","messageId":"m1","content":"hi"}]}`)})
-		if !handled || err != nil {
-			t.Errorf("incoming notification = %v, %v", err, handled)
-		}
-		if got := inboxIDs(t, rg.st); len(got) != 0 {
-			t.Errorf("inbox = %v, want nothing from a notification", got)
-		}
-
 		// channels/changed as a notification is filtered itemwise.
 		_, err, handled = rg.reg.Serve(ctx, "s", &wire.Request{Method: protocol.MethodChannelsChanged, Params: json.RawMessage(`{"removed":["a","zz"],"added":[{"id":"b"},{"id":"b","direction":"x"}]}`)})
 		if !handled || err != nil {

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/inbox"
@@ -161,6 +162,24 @@ type serverState struct {
 	id   string
 	conn Conn
 	cfg  ServerConfig
+	// notifiedIncoming: this connection has sent channels/incoming as
+	// a notification, and the log has said so.
+	notifiedIncoming atomic.Bool
+}
+
+// warnIncomingNotification says, once a connection, that the server sends
+// channels/incoming as a notification: its messages are kept, but it
+// can't learn which. Later ones are said at debug.
+func (r *Registry) warnIncomingNotification(server string, n int) {
+	r.connMu.Lock()
+	st := r.conns[server]
+	r.connMu.Unlock()
+	if st != nil && st.notifiedIncoming.CompareAndSwap(false, true) {
+		r.log.Warn("channels/incoming sent as a notification: its messages are kept as a request's would be, but the server can't learn which were (SPEC §14.3 makes it a request); said once a connection",
+			"server", server, "messages", n)
+		return
+	}
+	r.log.Debug("channels/incoming sent as a notification", "server", server, "messages", n)
 }
 
 // New returns a registry whose decisions are those the store's log

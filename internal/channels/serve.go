@@ -67,11 +67,14 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		if err := json.Unmarshal(orEmpty(req.Params), &p); err != nil {
 			return nil, invalidParams(req.Method, "params must be an object with a messages array"), true
 		}
-		if req.IsNotification() {
-			// Nothing could tell the server which were kept: a
-			// notification is refused whole, with a log line.
-			r.log.Warn("channels/incoming sent as a notification: dropped, since acceptance can't be reported", "server", server, "messages", len(p.Messages))
-			return nil, nil, true
+		notification := req.IsNotification()
+		if notification {
+			// §14.3 makes it a Request, but connectors in use send it
+			// as a notification (a tolerant reader, DESIGN principle
+			// 6): its messages are kept like a request's, and the
+			// server is told nothing, as it can't be. Said once a
+			// connection.
+			r.warnIncomingNotification(server, len(p.Messages))
 		}
 		// Validated at receipt, and handed to the inbox, here, on the
 		// connection's dispatch: the inbox's order is the order the
@@ -81,6 +84,7 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 		// bytes stay counted against the connection's inbound budget until
 		// it is answered, which bounds what a flood can hold.
 		if !r.reserveWait() {
+			// (A notification's answer is sent nowhere.)
 			req.Defer()(nil, &protocol.Error{Code: protocol.CodeInternalError, Message: refusedClosing})
 			return nil, nil, true
 		}

@@ -369,6 +369,7 @@ type toolArgs struct {
 	MessageID string          `json:"messageId"`
 	Text      string          `json:"text"`
 	Author    string          `json:"author"` // incoming: the author's name ("Ada" when unset)
+	Notify    bool            `json:"notify"` // incoming: sent as a notification, as some connectors do
 	Content   json.RawMessage `json:"content"`
 	Count     int             `json:"count"`
 
@@ -463,7 +464,14 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		if len(a.Tags) > 0 && string(a.Tags) != "null" {
 			msg["tags"] = a.Tags
 		}
-		return result(srv.send(ctx, protocol.MethodChannelsIncoming, map[string]any{"messages": []any{msg}}))
+		params := map[string]any{"messages": []any{msg}}
+		if a.Notify {
+			if err := srv.peer.Notify(ctx, protocol.MethodChannelsIncoming, params); err != nil {
+				return result(map[string]string{"failed": err.Error()})
+			}
+			return result(map[string]string{"notified": "channels/incoming"})
+		}
+		return result(srv.send(ctx, protocol.MethodChannelsIncoming, params))
 	case "incoming_burst":
 		var b burstArgs
 		json.Unmarshal(p.Arguments, &b)
