@@ -450,6 +450,7 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 			h.mu.Lock()
 			h.connected[cfg.ID] = time.Now()
 			h.mu.Unlock()
+			h.warnUnhonoured(cfg, s)
 			h.wakeAgents()
 			// Every connection lists the tools: until the server is
 			// registered, connectMarked does; after that, this does. The
@@ -474,6 +475,16 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 				h.dropIfCurrent(srv)
 			}
 		},
+	}
+}
+
+// warnUnhonoured says at connect what of a server's config its grant
+// leaves without effect, so an option isn't silently ignored:
+// channels.acknowledgeSeen needs channels.acknowledge.
+func (h *Host) warnUnhonoured(cfg config.Server, s *session.Session) {
+	if cfg.Channels.AcknowledgeSeen != "" && !s.Grant().Has("channels.acknowledge") {
+		h.log.Warn("channels.acknowledgeSeen is set for this server, but its grant has no channels.acknowledge (the server doesn't offer it, or policy denies it), so no seen-acknowledgment is sent",
+			"server", cfg.ID)
 	}
 }
 

@@ -24,3 +24,21 @@ func TestIncomingNotificationAnswered(t *testing.T) {
 		t.Errorf("%d warnings, want 1", n)
 	}
 }
+
+// An option the server's grant can't honour is said at connect, not
+// silently ignored: channels.acknowledgeSeen without channels.acknowledge
+// (issue 24 item 6; the channel server doesn't offer it). Without the
+// option, nothing is said.
+func TestAcknowledgeSeenUnhonouredWarned(t *testing.T) {
+	const warning = "channels.acknowledgeSeen is set for this server, but its grant has no channels.acknowledge (the server doesn't offer it, or policy denies it), so no seen-acknowledgment is sent"
+	for _, c := range []struct {
+		channels string
+		want     int
+	}{{`channels: {sendTools: [send_message], acknowledgeSeen: "👀"}`, 1}, {`channels: {sendTools: [send_message]}`, 0}} {
+		r := newAgentRig(t, strings.Replace(echoConfig, "channels: {sendTools: [send_message]}", c.channels, 1), nil)
+		if got := r.rec.Find(warning); len(got) != c.want || c.want == 1 && got[0].Attr("server") != "chat" {
+			t.Errorf("%s: warnings %+v, want %d", c.channels, got, c.want)
+		}
+		r.stop()
+	}
+}
