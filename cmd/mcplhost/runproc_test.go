@@ -67,26 +67,38 @@ func startRun(t *testing.T, dir, cfg, name string) *runProc {
 	go p.tr.follow(fifo)
 	p.cmd = exec.Command(hostBinary(t), "run", "--config", cfg, "--transcript", fifo)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	if err := p.launch(p.endTranscript); err != nil {
 		close(p.done)
 		p.endTranscript()
 		t.Fatalf("starting mcplhost run: %v", err)
+	}
+	return p
+}
+
+// launch starts p.cmd in a process group of its own and closes p.done
+// when it has ended; the test's cleanup kills the group if it is still
+// running, then calls after (when not nil).
+func (p *runProc) launch(after func()) error {
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return err
 	}
 	go func() {
 		p.cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
+	p.t.Cleanup(func() {
 		select {
 		case <-p.done:
 		default:
 			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
-		p.endTranscript()
+		if after != nil {
+			after()
+		}
 	})
-	return p
+	return nil
 }
 
 // endTranscript waits for the transcript's reader to end, once the host

@@ -66,22 +66,9 @@ agents:
 	p.cmd = exec.Command("unshare", "-rm", "sh", "-c", `mount -t tmpfs -o size=2m tmpfs "$1" && shift && exec "$@"`, "sh", mnt,
 		hostBinary(t), "run", "--config", cfg, "--status", "127.0.0.1:0")
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	if err := p.launch(nil); err != nil {
 		t.Fatalf("starting mcplhost run under unshare: %v", err)
 	}
-	go func() {
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
 	var url string
 	select {
 	case url = <-stderr.found:

@@ -64,16 +64,7 @@ func controlPID(t *testing.T, path string) int {
 // killed with SIGKILL, another does too (the kernel released the lock).
 func TestRunOneHostPerStore(t *testing.T) {
 	dir := t.TempDir()
-	dbPath := filepath.Join(dir, "host.db")
-	ctlPath := filepath.Join(dir, "control.json")
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(`store: ./host.db
-servers:
-  - id: chat
-    command: `+chanserverCommand(t, ctlPath)+`
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dbPath, ctlPath, cfg := storeConfig(t, dir)
 
 	run1 := startRun(t, dir, cfg, "run1")
 	ctl := awaitControl(t, ctlPath, run1) // the store is open before the servers start
@@ -163,16 +154,7 @@ servers:
 // what to do, starting no server and leaving the file as it was.
 func TestRunCorruptStore(t *testing.T) {
 	dir := t.TempDir()
-	dbPath := filepath.Join(dir, "host.db")
-	ctlPath := filepath.Join(dir, "control.json")
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(`store: ./host.db
-servers:
-  - id: chat
-    command: `+chanserverCommand(t, ctlPath)+`
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dbPath, ctlPath, cfg := storeConfig(t, dir)
 	// A store of many pages, closed, then 4 pages in its middle overwritten.
 	st, err := sqlite.Open(dbPath, nil)
 	if err != nil {
@@ -238,4 +220,21 @@ servers:
 	if !bytes.Equal(before, after) {
 		t.Fatal("the refused hosts changed the damaged store")
 	}
+}
+
+// storeConfig writes dir/config.yaml: the store dir/host.db and the
+// channel server "chat" with its control file dir/control.json.
+func storeConfig(t *testing.T, dir string) (dbPath, ctlPath, cfg string) {
+	t.Helper()
+	dbPath = filepath.Join(dir, "host.db")
+	ctlPath = filepath.Join(dir, "control.json")
+	cfg = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(`store: ./host.db
+servers:
+  - id: chat
+    command: `+chanserverCommand(t, ctlPath)+`
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dbPath, ctlPath, cfg
 }
