@@ -17,6 +17,18 @@ import (
 // client makes no keep-alive connections, so none outlives a test.
 var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 
+// httpGet gets url with client: its status and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // lineWatch is a writer that tells when a line matching re is written.
 type lineWatch struct {
 	re    *regexp.Regexp
@@ -72,15 +84,7 @@ func TestRunStatus(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no status page line:\n%s", stderr)
 	}
-	get := func(path string) (int, string) {
-		resp, err := client.Get(url + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(t, url+path) }
 	if code, body := get("healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}

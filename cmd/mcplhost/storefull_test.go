@@ -84,15 +84,7 @@ agents:
 	if _, err := os.Stat(filepath.Join(inside, "host.db")); err != nil {
 		t.Fatalf("the store on the tmpfs, seen from outside: %v", err)
 	}
-	get := func(path string) (int, string) {
-		resp, err := client.Get(url + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(t, url+path) }
 	if code, body := get("healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz before = %d %q", code, body)
 	}
