@@ -1,6 +1,7 @@
 package content
 
 import (
+	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -82,9 +83,8 @@ func escape(s string) string {
 func Body(s string) string {
 	var b strings.Builder
 	last, changed := 0, false // s[:last] is written
-	for start := 0; start <= len(s); {
-		end := lineEnd(s, start)
-		if i, ok := bracketStart(s[start:end]); ok {
+	for start, line := range lines(s) {
+		if i, ok := bracketStart(line); ok {
 			if !changed {
 				b.Grow(len(s) + 8)
 				changed = true
@@ -93,17 +93,27 @@ func Body(s string) string {
 			b.WriteByte('\\')
 			last = start + i
 		}
-		if end == len(s) {
-			break
-		}
-		_, n := utf8.DecodeRuneInString(s[end:])
-		start = end + n
 	}
 	if !changed {
 		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// lines yields each line of s with its offset, split at every line break
+// (isBreak), the breaks left out.
+func lines(s string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for start := 0; ; {
+			end := lineEnd(s, start)
+			if !yield(start, s[start:end]) || end == len(s) {
+				return
+			}
+			_, n := utf8.DecodeRuneInString(s[end:])
+			start = end + n
+		}
+	}
 }
 
 // lineEnd is where the line that starts at start ends: at the next line
@@ -176,9 +186,7 @@ type Marks struct {
 // MarksOf counts s's marks.
 func MarksOf(s string) Marks {
 	var m Marks
-	for start := 0; start <= len(s); {
-		end := lineEnd(s, start)
-		line := s[start:end]
+	for _, line := range lines(s) {
 		if i, ok := bracketStart(line); ok && !strings.HasPrefix(line[i:], `\`) {
 			m.LineStarts++
 		}
@@ -193,11 +201,6 @@ func MarksOf(s string) Marks {
 				m.Inline++
 			}
 		}
-		if end == len(s) {
-			break
-		}
-		_, n := utf8.DecodeRuneInString(s[end:])
-		start = end + n
 	}
 	return m
 }
