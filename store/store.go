@@ -65,6 +65,13 @@ const (
 	// decision it makes (closed/invitation-declined) is a KindDecision
 	// record of its own.
 	KindDeclined Kind = "invitation-declined"
+	// KindLazy records a lazy registration: the host registered Channel
+	// for Server itself, because a push/event named it as its
+	// origin.mcplChannelId without the server having registered it
+	// (RFC-011 revision 3). KindLazyGone ends one (the server removed the
+	// channel).
+	KindLazy     Kind = "lazy-registered"
+	KindLazyGone Kind = "lazy-gone"
 )
 
 // Record is one entry of the channel lifecycle log.
@@ -279,7 +286,7 @@ var ErrInvalid = errors.New("invalid record")
 // ErrInvalid.
 func (r Record) Validate() error {
 	switch r.Kind {
-	case KindDecision, KindDeclined:
+	case KindDecision, KindDeclined, KindLazy, KindLazyGone:
 	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalid, r.Kind)
 	}

@@ -41,7 +41,11 @@ type machine struct {
 	// descBytes is, by server, the bytes of its registered channels'
 	// descriptors (limits.go).
 	descBytes map[string]int
-	closing   bool
+	// lazy is, by server and channel, the Seq of each lazy
+	// registration's record (lazy.go): durable, live while its server is
+	// connected.
+	lazy    map[string]map[string]int64
+	closing bool
 	ids       int64
 
 	// Persistence: one batch out at a time, so completions come in log
@@ -71,6 +75,7 @@ type chanState struct {
 	desc       protocol.ChannelDescriptor
 	registered bool
 	size       int // desc's bytes, as counted in its server's total (limits.go)
+	lazy       bool // the registration is the host's own (lazy.go)
 	gen        int // registrations removed so far: ops from before cancel
 	target     int // bumped when the registration's type or address changes
 	// confirmed says the last lifecycle request for the current
@@ -125,6 +130,7 @@ type viewOut struct {
 type view struct {
 	desc            protocol.ChannelDescriptor
 	registered      bool
+	lazy            bool
 	decision        *Decision
 	confirmed, open bool
 }
@@ -162,7 +168,7 @@ const CompactAfter = 4096
 
 func newMachine(has func(server, capability string) bool, describe func(string, error) string) *machine {
 	return &machine{has: has, describe: describe, servers: map[string]ServerConfig{}, chans: map[Key]*chanState{},
-		live: map[string]map[string]*chanState{}, descBytes: map[string]int{}, dirty: map[Key]bool{}, compactAfter: CompactAfter}
+		live: map[string]map[string]*chanState{}, descBytes: map[string]int{}, lazy: map[string]map[string]int64{}, dirty: map[Key]bool{}, compactAfter: CompactAfter}
 }
 
 // ready returns what to do and forgets it: the caller does it.
@@ -191,6 +197,7 @@ func (m *machine) ready() Ready {
 					keep = append(keep, c.decision.Seq)
 				}
 			}
+			keep = append(keep, m.lazyKept()...)
 			slices.Sort(keep)
 			m.out.Compact = &compactOut{through: m.lastSeq, keep: keep}
 		}
@@ -199,7 +206,7 @@ func (m *machine) ready() Ready {
 		c := m.chans[k]
 		var v *view
 		if c != nil && (c.registered || c.decision != nil) {
-			v = &view{desc: c.desc, registered: c.registered, confirmed: c.confirmed, open: c.open}
+			v = &view{desc: c.desc, registered: c.registered, lazy: c.lazy, confirmed: c.confirmed, open: c.open}
 			if c.decision != nil {
 				d := decisionOf(c.decision)
 				v.decision = &d
@@ -251,7 +258,12 @@ func (m *machine) touch(c *chanState) {
 func (m *machine) replay(rec store.Record) {
 	m.lastSeq = max(m.lastSeq, rec.Seq)
 	m.appended++
-	if rec.Kind != store.KindDecision {
+	switch rec.Kind {
+	case store.KindLazy, store.KindLazyGone:
+		m.replayLazy(rec)
+		return
+	case store.KindDecision:
+	default:
 		return
 	}
 	c := m.chanOf(keyOf(rec))
@@ -273,7 +285,7 @@ func (m *machine) booted() {
 		}
 		m.dirty[k] = true
 	}
-	m.appended = max(0, m.appended-len(m.chans))
+	m.appended = max(0, m.appended-len(m.chans)-len(m.lazyKept()))
 }
 
 // apply makes a durable decision record the channel's decision: the only
@@ -395,6 +407,7 @@ func (m *machine) addServer(id string, cfg ServerConfig) {
 		cfg.Timeout = DefaultTimeout
 	}
 	m.servers[id] = cfg
+	m.liveLazyOf(id)
 }
 
 func (m *machine) hasServer(id string) bool {
@@ -427,7 +440,7 @@ func (m *machine) disconnected(server string, remove bool) {
 // unregister drops c's live registration: its queued work cancels when it
 // would run, its confirmation goes.
 func (m *machine) unregister(c *chanState) {
-	c.registered = false
+	c.registered, c.lazy = false, false
 	c.desc = protocol.ChannelDescriptor{}
 	m.setSize(c, 0)
 	c.confirmed, c.open = false, false

@@ -33,6 +33,9 @@ type PublishOutcome struct {
 	Channel   string
 	Label     string
 	MessageID string
+	// Thread is the place the publish asked for: nil none, pointing at
+	// "" the channel root (RFC-011).
+	Thread *string
 	// Text is what the agent reads of a failure ("" when delivered).
 	Text string
 
@@ -138,7 +141,7 @@ type publishParams struct {
 func (r *Registry) Publish(ctx context.Context, server, channel string, thread *string, blocks []json.RawMessage, who Caller) PublishOutcome {
 	k := Key{server, channel}
 	desc, registered := r.registration(k)
-	out := PublishOutcome{Server: server, Channel: channel, Label: desc.Label, Status: Failed}
+	out := PublishOutcome{Server: server, Channel: channel, Label: desc.Label, Status: Failed, Thread: thread}
 	place := where(channel, desc.Label, thread)
 	if !registered {
 		out.Text = textNotSent(place, `no registered channel "`+content.Clean(channel)+`" on server "`+server+`"`)

@@ -226,7 +226,7 @@ func TestPublishReceipts(t *testing.T) {
 				}
 				tc.answer(pub)
 				o := recv(t, out)
-				want := PublishOutcome{Status: tc.status, Server: "s", Channel: "c", Label: "#c", MessageID: tc.msgID, Text: tc.text}
+				want := PublishOutcome{Status: tc.status, Server: "s", Channel: "c", Label: "#c", MessageID: tc.msgID, Thread: thr("t1"), Text: tc.text}
 				if diff := cmp.Diff(want, o, cmpopts.IgnoreUnexported(PublishOutcome{})); diff != "" {
 					t.Errorf("outcome (-want +got):\n%s", diff)
 				}

@@ -176,6 +176,7 @@ func (m *machine) changed(server string, ch changes) ([]protocol.ChannelResult, 
 		// decision stays, unless the lift made it.
 		m.unregister(c)
 		m.forgetLift(c)
+		m.dropLazy(c)
 		results = append(results, protocol.ChannelResult{ID: id, Accepted: true})
 	}
 	var retarget []*chanState
@@ -318,6 +319,10 @@ func (m *machine) add(server string, descs []protocol.ChannelDescriptor, pre []s
 			c.confirmed = false
 			c.target++
 		}
+		// The server's own descriptor takes a lazy registration's place;
+		// its record stays, so that the channel is known again at the
+		// next connect before the server registers it (lazy.go).
+		c.lazy = false
 		c.desc = d
 		m.setSize(c, size)
 		m.touch(c)

@@ -112,6 +112,17 @@ type ListedChannel struct {
 	Open      bool   `json:"open"`
 	Desired   string `json:"desired"`
 	ServerID  string `json:"serverId"`
+	// PublishTarget is the descriptor's capabilities.publish.target
+	// (RFC-011): "exact" (a post lands in the thread asked, or at the
+	// root), "root" (no threads), or "" (no guarantee).
+	PublishTarget string `json:"publishTarget,omitempty"`
+	// Private says the channel itself is private (a DM): its
+	// descriptor's tags say chat:dm or chat:private, or its metadata
+	// is_im, is_mpim or isDM. A reply there reaches only who is in it.
+	Private bool `json:"private,omitempty"`
+	// Lazy says this host registered it itself, from a push that named
+	// it (lazy.go); its server never registered it.
+	Lazy bool `json:"lazy,omitempty"`
 	// Lifecycle says its server takes channels/open and channels/close
 	// (it is granted channels.lifecycle); Registered that its server has
 	// it registered now. Channel sets them; channel_list doesn't show
@@ -150,7 +161,27 @@ func (v *view) listed(server string) ListedChannel {
 		desired = string(v.decision.State)
 	}
 	d := v.desc
-	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: v.confirmed && v.open, Desired: desired, ServerID: server}
+	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: v.confirmed && v.open, Desired: desired, ServerID: server,
+		PublishTarget: publishTarget(d.Capabilities), Private: privateDesc(d), Lazy: v.lazy}
+}
+
+// privateDesc reports whether a descriptor says its channel is private:
+// its tags (chat:dm, chat:private), or its metadata's is_im, is_mpim or
+// isDM (what Slack and Discord connectors send).
+func privateDesc(d protocol.ChannelDescriptor) bool {
+	if slices.Contains(d.Tags, content.TagDM) || slices.Contains(d.Tags, content.TagPrivate) {
+		return true
+	}
+	var md map[string]any
+	if json.Unmarshal(d.Metadata, &md) != nil {
+		return false
+	}
+	for _, k := range []string{"is_im", "is_mpim", "isDM"} {
+		if b, _ := md[k].(bool); b {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Registry) toolList() protocol.CallToolResult { return ok(r.Channels()) }
@@ -439,8 +470,9 @@ func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
 		ch.Desired = string(v.decision.State)
 	}
 	if v.registered {
-		d := v.desc
-		ch.Type, ch.Label, ch.Direction, ch.Registered = d.Type, d.Label, d.Direction, true
+		l := v.listed(server)
+		ch.Type, ch.Label, ch.Direction, ch.Registered = l.Type, l.Label, l.Direction, true
+		ch.PublishTarget, ch.Private, ch.Lazy = l.PublishTarget, l.Private, l.Lazy
 	}
 	ch.Lifecycle = r.directsLifecycle(server)
 	if ch.Desired == "unknown" && v.registered && ch.Lifecycle {
