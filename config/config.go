@@ -171,7 +171,26 @@ type Channels struct {
 	// 0 means the host's defaults, DefaultMaxDescriptorBytes and
 	// DefaultMaxTotalDescriptorBytes (docs/limits.md).
 	MaxDescriptorBytes, MaxTotalDescriptorBytes int
+	// Bots says whether messages from bots and agents (chat:from-bot,
+	// chat:from-agent) may wake an agent: by default they don't, even
+	// when they address it, so that two bots can't talk forever.
+	Bots Bots
 }
+
+// Bots is channels.bots: Wake lets bots' messages wake an agent in every
+// channel of the server, Channels in those named only. Where they may,
+// at most MaxReplies turns in a row in one channel are woken by bots
+// alone (0: DefaultBotReplies); then bots don't wake the agent there
+// until a person writes there.
+type Bots struct {
+	Wake       bool
+	Channels   []string
+	MaxReplies int
+}
+
+// DefaultBotReplies is channels.bots.maxReplies when it is not given:
+// agent.DefaultBotBound, which the agent layer applies.
+const DefaultBotReplies = 3
 
 // The defaults of channels.maxDescriptorBytes and
 // channels.maxTotalDescriptorBytes: channels.MaxDescriptorBytes and

@@ -15,7 +15,8 @@ var (
 	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
-	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes"}
+	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes", "bots"}
+	botsKeys      = []string{"wake", "channels", "maxReplies"}
 )
 
 // decodeFile decodes a whole file; it returns nil when the file is not a
@@ -230,6 +231,8 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 					s.Channels.MaxDescriptorBytes = d.byteBound(e.val, path, e.key.Line, DefaultMaxDescriptorBytes)
 				case "maxTotalDescriptorBytes":
 					s.Channels.MaxTotalDescriptorBytes = d.byteBound(e.val, path, e.key.Line, DefaultMaxTotalDescriptorBytes)
+				case "bots":
+					s.Channels.Bots = d.bots(e.val, path, e.key.Line)
 				}
 			})
 		}
@@ -482,6 +485,31 @@ func storeProblem(s string) string {
 		return fmt.Sprintf("%q starts with ~, which is not expanded; write the full path, or one relative to this file", s)
 	}
 	return ""
+}
+
+// bots decodes channels.bots.
+func (d *decoder) bots(n *yaml.Node, path string, line int) Bots {
+	var b Bots
+	d.fields(n, path, line, "a mapping like {wake: true, maxReplies: 3}", botsKeys, func(e entry, path string) {
+		switch e.name {
+		case "wake":
+			b.Wake, _ = d.boolean(e.val, path, e.key.Line)
+		case "channels":
+			if v, ok := d.list(e.val, path, e.key.Line, "a list of channel ids", nil); ok {
+				b.Channels = v
+			}
+		case "maxReplies":
+			v, ok := d.integer(e.val, path, e.key.Line)
+			switch {
+			case !ok:
+			case v <= 0:
+				d.add(e.key.Line, path, "must be a number of turns more than 0, not %d (leave it out for %d)", v, DefaultBotReplies)
+			default:
+				b.MaxReplies = v
+			}
+		}
+	})
+	return b
 }
 
 // byteBound parses a bound in bytes: a whole number more than 0 (0, when

@@ -122,9 +122,20 @@ func (e agentEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 
 func (e agentEnv) Connected(server string) time.Time { return e.h.connectedSince(server) }
 
-func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string) channels.PublishOutcome {
+func (e agentEnv) Publish(ctx context.Context, who, server, channel string, thread *string, text string) channels.PublishOutcome {
 	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
-	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
+	return e.h.channels.Publish(ctx, server, channel, thread, []json.RawMessage{b}, channels.Caller{Agent: who})
+}
+
+func (e agentEnv) Bots(server, channel string) agent.BotRule {
+	e.h.mu.Lock()
+	srv := e.h.servers[server]
+	e.h.mu.Unlock()
+	if srv == nil {
+		return agent.BotRule{}
+	}
+	b := srv.cfg.Channels.Bots
+	return agent.BotRule{Wake: b.Wake || slices.Contains(b.Channels, channel), Bound: b.MaxReplies}
 }
 
 func (e agentEnv) Seen(server, channel, messageID string) {
@@ -160,6 +171,7 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 	}
 	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
 		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: h.now().UTC()}
+	h.placePush(ctx, &m, ev.Params.Origin)
 	// Through the inbox's one writer, in receipt order with the server's
 	// channel messages; its commit wakes the agents. The answer waits
 	// for it, here on the connection's dispatch.

@@ -223,6 +223,9 @@ func (s *selection) empty() bool {
 // read takes one message r read: shown (an item) or consumed unseen.
 func (s *selection) read(m store.Message, v verdict) {
 	s.consumed[m.Server] = max(s.consumed[m.Server], m.Seq)
+	if m.Channel != "" {
+		s.r.heard(m.Server, m.Channel, m.Tags)
+	}
 	it, ok := s.r.show(m, v)
 	if !ok {
 		return

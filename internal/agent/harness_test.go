@@ -40,11 +40,14 @@ type fakeEnv struct {
 	seen    bool     // record Seen in signals
 	// connected overrides Connected for a server.
 	connected map[string]time.Time
+	// bots is the bot rule by server and channel (none: bots don't wake).
+	bots map[[2]string]BotRule
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
 	calls    []envCall
 	pubs     []publication
+	threads  []string // each publication's thread (threadOf)
 }
 
 type envCall struct {
@@ -54,6 +57,14 @@ type envCall struct {
 }
 
 type publication struct{ Agent, Server, Channel, Text string }
+
+// thread names a publication's thread as sent: "-" none, "" the root.
+func threadOf(p *string) string {
+	if p == nil {
+		return "-"
+	}
+	return *p
+}
 
 func newEnv(toolNames ...string) *fakeEnv {
 	e := &fakeEnv{chans: map[[2]string]channels.ListedChannel{}, silences: map[string]bool{}, gates: map[string]chan struct{}{}, answers: map[string]ToolAnswer{}, connected: map[string]time.Time{}}
@@ -131,10 +142,17 @@ func (e *fakeEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 	return ch, ok
 }
 
-func (e *fakeEnv) Publish(ctx context.Context, agent, server, channel, text string) channels.PublishOutcome {
+func (e *fakeEnv) Bots(server, channel string) BotRule {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bots[[2]string{server, channel}]
+}
+
+func (e *fakeEnv) Publish(ctx context.Context, agent, server, channel string, thread *string, text string) channels.PublishOutcome {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pubs = append(e.pubs, publication{agent, server, channel, text})
+	e.threads = append(e.threads, threadOf(thread))
 	if e.outcome != nil {
 		return e.outcome(server, channel, text)
 	}

@@ -19,7 +19,8 @@ import (
 
 // show decides whether the agent sees m, judged by v, and how.
 func (r *runner) show(m store.Message, v verdict) (item, bool) {
-	if m.Kind == store.KindPushEvent {
+	if m.Channel == "" {
+		// An event without a channel: the agents', never a fork's.
 		if r.fork {
 			return item{}, false
 		}
@@ -46,6 +47,7 @@ type turn struct {
 	pending []model.Block   // notices and outcomes not yet in msgs
 	events  []Event         // the transcript's, kept in the store too
 	locus   *forkKey        // where speech goes; nil: nowhere
+	thread  string          // the thread in locus it answers ("" the root)
 	// streamed: the last model call's prose went out as a stream.
 	streamed bool
 	// acted: a tool was called or prose was posted, so the turn has had
@@ -102,14 +104,32 @@ func (t *turn) appendUser(blocks ...model.Block) {
 func (t *turn) run(sel *selection, notices []string) {
 	items := sel.items
 	var wakes []Wake
-	for _, it := range items {
+	var pick *item // what the turn answers: its locus, and the thread there
+	addressedLoci := t.lociAddressed(items)
+	for i := range items {
+		it := &items[i]
 		wakes = append(wakes, it.wake)
-		if it.locus != nil && (t.locus == nil || it.addressed || !t.lociAddressed(items)) {
-			t.locus = it.locus
+		if it.locus != nil && (pick == nil || it.addressed || !addressedLoci) {
+			pick = it
+		}
+	}
+	if pick != nil {
+		t.locus, t.thread = pick.locus, pick.thread
+		if p := pick.privately; p != nil {
+			// A private message on a shared channel: answered where its
+			// server offers to answer it privately (privacy.go).
+			t.locus, t.thread = &p.forkKey, p.thread
 		}
 	}
 	if t.r.fork {
+		// A fork answers in its channel only.
 		home := t.r.home
+		if t.locus == nil || *t.locus != home {
+			t.thread = ""
+			if pick != nil && *pick.locus == home {
+				t.thread = pick.thread
+			}
+		}
 		t.locus = &home
 	}
 	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
@@ -119,17 +139,9 @@ func (t *turn) run(sel *selection, notices []string) {
 		}
 	}
 	t.addNotices(notices)
+	t.addNotices(t.r.countBots(items))
 	t.flushNotices()
-	var shown []model.Block
-	if line := sel.leftOut(); line != "" {
-		shown = append(shown, model.Block{Type: model.Text, Text: line})
-	}
-	for _, it := range items {
-		shown = append(shown, it.shown(t.locus)...)
-	}
-	t.appendUser(shown...)
-	userText := blocksText(shown)
-	t.event(Event{Event: EventShown, Text: userText})
+	userText := t.showItems(sel, t.locus)
 	stopTyping := t.typing()
 	reason := t.think(&userText)
 	stopTyping()
@@ -144,6 +156,25 @@ func (t *turn) run(sel *selection, notices []string) {
 		return
 	}
 	t.record(reason)
+}
+
+// showItems puts what the turn is shown of sel into its user message (a
+// turn's prose going to locus), and returns its text.
+func (t *turn) showItems(sel *selection, locus *forkKey) string {
+	var shown []model.Block
+	if line := sel.leftOut(); line != "" {
+		shown = append(shown, model.Block{Type: model.Text, Text: line})
+	}
+	for _, it := range sel.items {
+		shown = append(shown, it.shown(locus)...)
+	}
+	if len(shown) == 0 {
+		return ""
+	}
+	t.appendUser(shown...)
+	userText := blocksText(shown)
+	t.event(Event{Event: EventShown, Text: userText})
+	return userText
 }
 
 // typing tells the locus's server that the agent is working toward speech
@@ -312,9 +343,22 @@ func (t *turn) speak(text string) {
 		return
 	}
 	t.acted.Store(true)
-	out := r.rt.opts.Env.Publish(t.ctx, r.name, t.locus.server, t.locus.channel, text)
+	out := r.rt.opts.Env.Publish(t.ctx, r.name, t.locus.server, t.locus.channel, t.target(), text)
 	t.event(Event{Event: EventSpeech, Server: t.locus.server, Channel: t.locus.channel, Outcome: out.Status, Text: text})
 	t.note(textSpeechOutcome(out))
+}
+
+// target is the thread the turn's prose asks for in its locus (RFC-011):
+// the thread of what it answers ("" the root, sent as null) on a channel
+// that places posts exactly; nil (no threadId sent) on a root channel or
+// one that declares nothing.
+func (t *turn) target() *string {
+	ch, _ := t.r.rt.opts.Env.Channel(t.locus.server, t.locus.channel)
+	if ch.PublishTarget != "exact" {
+		return nil
+	}
+	thread := t.thread
+	return &thread
 }
 
 // record writes the turn (its messages, transcript events and the

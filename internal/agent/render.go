@@ -23,8 +23,23 @@ import (
 type item struct {
 	blocks    []model.Block // its header, then its content
 	wake      Wake
-	locus     *forkKey // the channel a reply goes to; nil for a push event
+	locus     *forkKey // the channel a reply goes to; nil for an event without a channel
 	addressed bool
+	// thread is the message's thread ("" at the channel root): where an
+	// exact channel's reply goes (RFC-011).
+	thread string
+	// bot: its author is a bot or an agent (chat:from-bot,
+	// chat:from-agent); it wakes the agent only where its server's
+	// channels.bots allows (bots.go).
+	bot bool
+	// private: it was sent privately (chat:private, which chat:dm
+	// implies); privately is where a private reply to it goes (nil: none
+	// offered, or its own channel is private). privacy.go.
+	private   bool
+	privately *place
+	// warn is the line said before the content of a private message:
+	// where the turn's reply goes (locus), and whether others read it.
+	warn func(locus *forkKey) string
 	// seq is its place in the inbox; from is where it came from, for the
 	// line that counts what a turn left out; tokens is what it costs.
 	seq    int64
@@ -43,27 +58,78 @@ type origin struct {
 }
 
 // waking reports whether the item is one a turn would be woken by for
-// itself: a message that addresses the agent, or a push event.
+// itself: a message that addresses the agent, or an event without a
+// channel.
 func (it item) waking() bool { return it.addressed || it.locus == nil }
 
 // shown is what the agent is shown of the item, in a turn whose prose
 // goes to locus.
 func (it item) shown(locus *forkKey) []model.Block {
-	if it.invite == nil {
+	if it.invite == nil && it.warn == nil {
 		return it.blocks
 	}
 	here := locus != nil && it.locus != nil && *locus == *it.locus
-	out := append([]model.Block{it.blocks[0], {Type: model.Text, Text: it.invite(here)}}, it.blocks[1:]...)
-	return out
+	out := []model.Block{it.blocks[0]}
+	if it.invite != nil {
+		out = append(out, model.Block{Type: model.Text, Text: it.invite(here)})
+	}
+	if it.warn != nil {
+		out = append(out, model.Block{Type: model.Text, Text: it.warn(locus)})
+	}
+	return append(out, it.blocks[1:]...)
 }
 
-// body is what the agent layer reads of a message as its server sent it.
+// body is what the agent layer reads of a message as its server sent it:
+// a channels/incoming message, or a push/event's params.
 type body struct {
-	Author  json.RawMessage `json:"author"`
-	Content json.RawMessage `json:"content"`
+	Author   json.RawMessage `json:"author"`
+	Content  json.RawMessage `json:"content"`
+	Metadata struct {
+		PrivateReply json.RawMessage `json:"privateReply"`
+	} `json:"metadata"`
 	Payload struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"payload"`
+	Origin struct {
+		Author       json.RawMessage `json:"author"`
+		AuthorName   json.RawMessage `json:"authorName"`
+		AuthorID     json.RawMessage `json:"authorId"`
+		MessageID    *string         `json:"messageId"`
+		PrivateReply json.RawMessage `json:"privateReply"`
+	} `json:"origin"`
+}
+
+// message is what a channel message is, read from its body: a
+// channels/incoming message, or a push that delivered a message into a
+// channel (its origin named it, host/pushplace.go).
+type message struct {
+	author    string
+	id        string // the platform's message id: what channel_decline and the seen acknowledgment name
+	content   json.RawMessage
+	prov      string
+	replyHint json.RawMessage // metadata.privateReply, or origin.privateReply
+}
+
+func readMessage(m store.Message) message {
+	var b body
+	json.Unmarshal(m.Body, &b)
+	if m.Kind != store.KindPushEvent {
+		return message{author: authorName(b.Author), id: m.MessageID, content: b.Content, prov: content.ProvenanceChannelMessage, replyHint: b.Metadata.PrivateReply}
+	}
+	out := message{id: m.MessageID, content: b.Payload.Content, prov: content.ProvenancePushEvent, replyHint: b.Origin.PrivateReply}
+	if o := b.Origin.MessageID; o != nil && *o != "" && len(*o) <= channels.MaxIDBytes && content.Printable(*o) {
+		out.id = *o
+	}
+	out.author = "someone"
+	for _, a := range []json.RawMessage{b.Origin.Author, b.Origin.AuthorName, b.Origin.AuthorID} {
+		if len(a) > 0 {
+			if name := authorName(a); name != "someone" {
+				out.author = name
+				break
+			}
+		}
+	}
+	return out
 }
 
 // renderMessage renders a channel message, judged by v, for r: its
@@ -73,9 +139,8 @@ type body struct {
 // message may show.
 func (r *runner) renderMessage(m store.Message, v verdict, open bool) item {
 	var it item
-	var b body
-	json.Unmarshal(m.Body, &b)
-	author := authorName(b.Author)
+	msg := readMessage(m)
+	author := msg.author
 	where := channelRef(v.ch, m.Channel)
 	isAddressed := addressed(m.Tags)
 	place := where + " on " + content.Clean(m.Server)
@@ -86,25 +151,33 @@ func (r *runner) renderMessage(m store.Message, v verdict, open bool) item {
 	if m.ThreadID != "" {
 		head += " · thread " + content.Clean(m.ThreadID)
 	}
+	head += privacyMark(m.Tags)
 	if isAddressed {
 		head += heading.AddressedMark + "message "
 	} else {
 		head += " · message "
 	}
-	head += content.Clean(m.MessageID) + stamp(m) + "]"
+	head += content.Clean(msg.id) + stamp(m) + "]"
 	blocks := []model.Block{{Type: model.Text, Text: head}}
 	if isAddressed && !open {
 		rd := r.reader()
 		it.invite = func(here bool) string {
-			return textInvitation(author, where, m.Server, m.Channel, m.MessageID, here, rd)
+			return textInvitation(author, where, m.Server, m.Channel, msg.id, here, rd)
 		}
 	}
-	raw, _ := content.Blocks(b.Content)
-	parts := cut(Parts(r.rt.opts.Env.View(m.Server, content.ProvenanceChannelMessage, raw)), r.messageBound())
+	raw, _ := content.Blocks(msg.content)
+	parts := cut(Parts(r.rt.opts.Env.View(m.Server, msg.prov, raw)), r.messageBound())
 	it.blocks = append(blocks, parts...)
-	it.wake = Wake{Kind: "channel", Server: m.Server, Channel: m.Channel, MessageID: m.MessageID}
+	kind := "channel"
+	if m.Kind == store.KindPushEvent {
+		kind = "push"
+	}
+	it.wake = Wake{Kind: kind, Server: m.Server, Channel: m.Channel, MessageID: msg.id}
 	it.locus = &forkKey{m.Server, m.Channel}
+	it.thread = m.ThreadID
+	it.bot = fromBot(m.Tags)
 	it.addressed = isAddressed
+	r.privacy(&it, m, v.ch, msg, where)
 	it.from = origin{where: where}
 	it.tokens = blocksTokens(it.blocks)
 	return it

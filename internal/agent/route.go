@@ -241,7 +241,7 @@ func (ro *router) setRouted(server string, seq int64) {
 // channel's fork could not be made (tried again after retryAfter).
 func (ro *router) route(m store.Message, woken map[*runner]bool) (until time.Time, ok bool) {
 	rt := ro.rt
-	if !rt.opts.PerChannel || m.Kind == store.KindPushEvent {
+	if !rt.opts.PerChannel || m.Channel == "" {
 		return time.Time{}, true
 	}
 	if m.Seq <= ro.routedUpTo(m.Server) {

@@ -47,6 +47,9 @@ type runner struct {
 	dropped int             // its older messages, not held (remember)
 	turns   int64           // turns recorded so far
 	timer   *time.Timer     // wakes it when a held message may go
+	// botRuns counts, by channel, the turns in a row bots alone woke it
+	// (bots.go).
+	botRuns map[forkKey]int
 }
 
 func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, base int64, cursors map[string]int64) (*runner, error) {
@@ -280,19 +283,21 @@ func (r *runner) pull() (*selection, error) {
 // channel: a channel message r reads for itself (not one it passes as
 // its fork's).
 func (r *runner) needsJudging(m store.Message) bool {
-	return m.Kind != store.KindPushEvent && (r.fork || !r.rt.opts.PerChannel)
+	return m.Channel != "" && (r.fork || !r.rt.opts.PerChannel)
 }
 
 // handle shows the agent what of sel is for it, with the notices, and
 // runs a turn if any of it wakes the agent; else it records the notices
 // and the positions consumed.
 func (r *runner) handle(ctx context.Context, sel *selection, notices []string) {
-	if len(sel.items) == 0 {
-		// Nothing wakes it: the notices go in between turns.
+	if len(sel.items) == 0 || !r.woken(sel.items) {
+		// Nothing wakes it: the notices, and what it is shown, go in
+		// between turns, with no model call (bots.go).
 		t := r.newTurn(ctx, sel)
 		t.index = r.turns
 		t.addNotices(notices)
 		t.flushNotices()
+		t.showItems(sel, nil)
 		t.record("")
 		return
 	}

@@ -96,7 +96,12 @@ type Env interface {
 	Connected(server string) time.Time
 	// Publish posts an agent's speech into a channel, opening it first
 	// when it is closed.
-	Publish(ctx context.Context, agent, server, channel, text string) channels.PublishOutcome
+	// thread nil asks for no place; pointing at "" the channel root
+	// (RFC-011).
+	Publish(ctx context.Context, agent, server, channel string, thread *string, text string) channels.PublishOutcome
+	// Bots is whether bots' messages may wake an agent in a channel (""
+	// for a server's events without a channel), and how often in a row.
+	Bots(server, channel string) BotRule
 	// View renders blocks a server sent, as an agent sees them.
 	View(server, provenance string, blocks []json.RawMessage) []content.Part
 	// Typing tells a channel's server that the agent is typing there,

@@ -129,6 +129,13 @@ func textSpeechOutcome(out channels.PublishOutcome) string {
 	where := ref(channels.ChannelRef{ID: out.Channel, Label: out.Label})
 	switch out.Status {
 	case channels.Delivered:
+		switch {
+		case out.Thread == nil:
+		case *out.Thread == "":
+			where += ", at the channel root"
+		default:
+			where += ", in thread " + content.Clean(*out.Thread)
+		}
 		return "[delivered] Your reply was posted to " + where + "."
 	case channels.Unconfirmed:
 		return "[unconfirmed] Your reply: " + out.Text
@@ -218,4 +225,29 @@ const textResultLeftOut = "[host] This tool result is left out of this request, 
 // textNoticesLeftOut stands for the notices left out past MaxNotices.
 func textNoticesLeftOut(n int) string {
 	return fmt.Sprintf("[host] %s earlier notices about channels were left out, as more came than this agent is given at once; channel_list shows every channel as it is now.", thousands(n))
+}
+
+// The conversation texts (privacy.go, bots.go): pinned verbatim by tests,
+// listed in docs/texts.md.
+
+// textPrivateReply: a private message on a shared channel whose server
+// offers a private way to answer, which the turn's reply takes.
+func textPrivateReply(author, where, to string) string {
+	return fmt.Sprintf("[private] %s wrote to you privately in %s, which others there can read. What you say this turn goes privately to %s, not to %s.", author, where, to, where)
+}
+
+// textPublicReply: a private message on a shared channel whose server
+// offers no private way to answer. here: the turn's reply goes to that
+// channel.
+func textPublicReply(author, where string, here bool) string {
+	if here {
+		return fmt.Sprintf("[private] %s wrote to you privately in %s, but its server offers no private way to answer: what you say this turn is posted in %s, where everyone in it can read it. Say there only what may be public.", author, where, where)
+	}
+	return fmt.Sprintf("[private] %s wrote to you privately in %s, but its server offers no private way to answer: a reply posted there can be read by everyone in it.", author, where)
+}
+
+// textBotBound: bots' messages woke the agent bound turns in a row in a
+// channel; from now on they don't there until a person writes.
+func textBotBound(where string, bound int) string {
+	return fmt.Sprintf("[host] Messages from bots in %s have woken you %d times in a row, the most this host allows: from now on they don't wake you there until a person writes there. You still read what bots write there when something else wakes you.", where, bound)
 }

@@ -24,3 +24,13 @@ const AddressedMark = " · addressed to you · "
 // AuthorMark stands before a message's author, after where it came from:
 // "[#general (g) on chat · from alice · message m1]".
 const AuthorMark = " · from "
+
+// DirectMark and PrivateMark stand after the author (and the thread) of a
+// message sent privately: DirectMark when it is a direct message
+// (chat:dm), PrivateMark when it is private otherwise (chat:private):
+// "[discord:dm:d77 on discord · from bob · direct message · addressed to
+// you · message m200]".
+const (
+	DirectMark  = " · direct message"
+	PrivateMark = " · private"
+)
