@@ -46,7 +46,7 @@ type machine struct {
 	// connected.
 	lazy    map[string]map[string]int64
 	closing bool
-	ids       int64
+	ids     int64
 
 	// Persistence: one batch out at a time, so completions come in log
 	// order and a compaction never races an append.
@@ -74,10 +74,10 @@ type chanState struct {
 	// desc is the live registration; registered says there is one.
 	desc       protocol.ChannelDescriptor
 	registered bool
-	size       int // desc's bytes, as counted in its server's total (limits.go)
+	size       int  // desc's bytes, as counted in its server's total (limits.go)
 	lazy       bool // the registration is the host's own (lazy.go)
-	gen        int // registrations removed so far: ops from before cancel
-	target     int // bumped when the registration's type or address changes
+	gen        int  // registrations removed so far: ops from before cancel
+	target     int  // bumped when the registration's type or address changes
 	// confirmed says the last lifecycle request for the current
 	// registration's target settled, and open what it settled to.
 	confirmed, open bool
