@@ -275,6 +275,9 @@ func (srv *server) push(ctx context.Context, a toolArgs) map[string]any {
 	if len(a.Tags) > 0 {
 		params["tags"] = a.Tags
 	}
+	if len(a.Origin) > 0 {
+		params["origin"] = a.Origin
+	}
 	var res json.RawMessage
 	err := srv.peer.Call(ctx, protocol.MethodPushEvent, params, &res)
 	return outcome(res, err)

@@ -43,13 +43,18 @@
 //	changed {added, removed, updated}  sends channels/changed as a request
 //	script {channelId, open, close, publish}  how later requests for the channel are answered:
 //	                              open: ok | fail | hold | other:<id>; close: ok | fail | hold;
-//	                              publish: ok | fail | refuse | hold
+//	                              publish: ok | fail | refuse | hold, and for a publish naming a
+//	                              thread (RFC-011; echoed by default): no-echo | wrong-echo |
+//	                              refuse | posted-refuse | fail
+//	                              (the log's publish entry is "publish c thread=T: text",
+//	                              thread=null for the root, when threadId was sent)
 //	release {channelId, method, answer}  answers the oldest held open or close (ok | fail)
 //	held {channelId, method}      waits (up to 30 s) until such a request is held; answers its count
 //	log {count}                   the requests received, in order: "open c", "close c", "publish c: text";
 //	                              with count, once at least that many are in (up to 30 s)
-//	incoming {channelId, messageId, text, content, tags}  sends channels/incoming (content, raw, in place
-//	                              of a text block when given); answers the host's result
+//	incoming {channelId, messageId, text, content, tags, threadId, metadata, author, notify}  sends
+//	                              channels/incoming (content, raw, in place of a text block when
+//	                              given; metadata raw); answers the host's result
 //	incoming_burst {channelId, count, inflight, prefix, size, tags}  sends count channels/incoming
 //	                              requests of one message each, pipelined on the one connection:
 //	                              up to inflight (default 1) unanswered at once, each written only
@@ -69,8 +74,9 @@
 //	                              ["id: error", ...]}
 //	send_message {channelId, text}  a send tool: records "send c: text"; answers {channelId, messageId}
 //	content {content}             answers with a result whose content is the given value, as given
-//	push {eventId, text, content, tags}  sends push/event {featureSet: "test.agent", eventId,
-//	                              timestamp (now, RFC 3339), payload: {content}, tags}: content is the
+//	push {eventId, text, content, tags, origin}  sends push/event {featureSet: "test.agent", eventId,
+//	                              timestamp (now, RFC 3339), payload: {content}, tags, origin}: origin raw
+//	                              when given (origin.mcplChannelId names a channel); content is the
 //	                              given value, raw, when given, else one text block of text; tags, raw,
 //	                              only when given; eventId, as given when given (even ""), else "evt-N";
 //	                              answers {"result": ...} or {"error": {...}}
@@ -320,6 +326,9 @@ func (srv *server) lifecycle(req *wire.Request) (any, error) {
 	srv.mu.Lock()
 	entry := m + " " + p.ChannelID
 	if m == "publish" {
+		if len(p.ThreadID) > 0 {
+			entry += " thread=" + strings.Trim(string(p.ThreadID), `"`)
+		}
 		entry += ": " + protocol.JoinText(p.Content)
 	}
 	srv.log = append(srv.log, entry)
@@ -335,7 +344,32 @@ func (srv *server) lifecycle(req *wire.Request) (any, error) {
 	srv.sent++
 	n := srv.sent
 	srv.mu.Unlock()
+	if m == "publish" && len(p.ThreadID) > 0 {
+		return threadAnswer(p.ThreadID, mode, n)
+	}
 	return answer(m, p.ChannelID, mode, n)
+}
+
+// threadAnswer answers a publish that named a place (RFC-011): posted
+// there, its place echoed, unless the mode says otherwise: no-echo (no
+// threadId in the result), wrong-echo (another thread), refuse (nothing
+// posted), posted-refuse (delivered:false naming a posted message), fail
+// (an error answer).
+func threadAnswer(thread json.RawMessage, mode string, n int) (any, error) {
+	id := fmt.Sprintf("m%d", n)
+	switch mode {
+	case "no-echo":
+		return map[string]any{"delivered": true, "messageId": id}, nil
+	case "wrong-echo":
+		return map[string]any{"delivered": true, "messageId": id, "threadId": "elsewhere"}, nil
+	case "refuse":
+		return map[string]any{"delivered": false, "reason": "no such thread here"}, nil
+	case "posted-refuse":
+		return map[string]any{"delivered": false, "messageId": id}, nil
+	case "fail":
+		return nil, &protocol.Error{Code: protocol.CodeInternalError, Message: "publish failed, as scripted"}
+	}
+	return map[string]any{"delivered": true, "messageId": id, "threadId": thread}, nil
 }
 
 // answer is a request's answer in mode.
@@ -373,6 +407,9 @@ type toolArgs struct {
 	Content   json.RawMessage `json:"content"`
 	Count     int             `json:"count"`
 
+	ThreadID   *string         `json:"threadId"` // incoming: the message's thread
+	Metadata   json.RawMessage `json:"metadata"` // incoming: the message's metadata, raw
+	Origin     json.RawMessage `json:"origin"`   // push: the event's origin, raw
 	EventID    *string         `json:"eventId"`
 	Tags       json.RawMessage `json:"tags"`
 	Messages   json.RawMessage `json:"messages"`
@@ -463,6 +500,12 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 		msg := map[string]any{"channelId": a.ChannelID, "messageId": a.MessageID, "author": map[string]string{"id": "u1", "name": author}, "content": body}
 		if len(a.Tags) > 0 && string(a.Tags) != "null" {
 			msg["tags"] = a.Tags
+		}
+		if a.ThreadID != nil {
+			msg["threadId"] = *a.ThreadID
+		}
+		if len(a.Metadata) > 0 {
+			msg["metadata"] = a.Metadata
 		}
 		params := map[string]any{"messages": []any{msg}}
 		if a.Notify {

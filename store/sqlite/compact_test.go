@@ -311,3 +311,37 @@ func TestCompactWALIsCutBack(t *testing.T) {
 		t.Fatalf("the -wal after a checkpoint and an Append is %d bytes, above the limit, %d", s, limit)
 	}
 }
+
+// TestMigrateFromVersion6: a file of schema version 6 opens at the current
+// version with its log's records and numbering kept, even past a
+// compaction that dropped the highest Seq, and takes the lazy kinds.
+func TestMigrateFromVersion6(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v6.db")
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations[:6] {
+		mustExec(t, raw, m)
+	}
+	for i := range 5 {
+		mustExec(t, raw, fmt.Sprintf(`INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES ('decision', 's', 'c', 'open', 'v6-%d', '', '', 1)`, i))
+	}
+	mustExec(t, raw, `DELETE FROM log WHERE seq > 2`) // a compaction dropped 3..5
+	mustExec(t, raw, "PRAGMA user_version = 6")
+	raw.Close()
+
+	d := openAt(t, path, nil)
+	ctx := t.Context()
+	if got := sources(t, d); !equal(got, []string{"v6-0", "v6-1"}) {
+		t.Errorf("log after the migration = %v, want [v6-0 v6-1]", got)
+	}
+	recs, err := d.Append(ctx, store.Record{Kind: store.KindLazy, Server: "s", Channel: "dm"}, store.Record{Kind: store.KindLazyGone, Server: "s", Channel: "dm"})
+	if err != nil || len(recs) != 2 || recs[0].Seq != 6 || recs[1].Seq != 7 {
+		t.Errorf("Append of the lazy kinds after the migration = %+v, %v; want Seqs 6 and 7 (numbering on after 5)", recs, err)
+	}
+	var v int
+	if err := rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Errorf("schema version after the migration = %d (%v), want %d", v, err, SchemaVersion)
+	}
+}

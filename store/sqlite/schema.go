@@ -76,6 +76,14 @@ import (
 //     forgets keys by, through inbox_pruned_at. A key is some 60 bytes
 //     against a message's several hundred.
 //
+// Version 7:
+//
+//   - log.kind also takes 'lazy-registered' and 'lazy-gone'
+//     (store.KindLazy, store.KindLazyGone). SQLite can't change a CHECK,
+//     so the log is made anew with its rows and its sqlite_sequence entry
+//     (Append numbers on after the highest Seq ever given, compacted away
+//     or not); the rename carries the entry to the new name.
+//
 // Nothing in version 4 is for DB.Compact: it works on log's rowid (seq)
 // alone, and an index on log would only make it and Append slower. A
 // migration that adds a column to log adds it to logColumns too, which
@@ -127,11 +135,27 @@ var migrations = []string{
 		PRIMARY KEY (server, channel, message_id)
 	) STRICT, WITHOUT ROWID;
 	CREATE INDEX inbox_pruned_at ON inbox_pruned (at);`,
+	`CREATE TABLE log_v7 (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		kind TEXT NOT NULL CHECK (kind IN ('decision', 'invitation-declined', 'lazy-registered', 'lazy-gone')),
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('open', 'closed', '')),
+		source TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		acknowledgment TEXT NOT NULL,
+		at INTEGER
+	) STRICT;
+	INSERT INTO log_v7 (` + logColumns + `) SELECT ` + logColumns + ` FROM log ORDER BY seq;
+	DELETE FROM sqlite_sequence WHERE name = 'log_v7';
+	INSERT INTO sqlite_sequence (name, seq) SELECT 'log_v7', seq FROM sqlite_sequence WHERE name = 'log';
+	DROP TABLE log;
+	ALTER TABLE log_v7 RENAME TO log;`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 func init() {
 	if len(migrations) != SchemaVersion {
