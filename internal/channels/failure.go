@@ -82,9 +82,10 @@ func stampFailure(prev, next *view, now time.Time) {
 }
 
 // serverSide copies what v knows of the channel on its server into l:
-// the request out, and the last failure.
+// whether its last request settled, the request out, and the last
+// failure.
 func (v *view) serverSide(l *ListedChannel) {
-	l.Pending = v.pending
+	l.Confirmed, l.Pending = v.confirmed, v.pending
 	if f := v.failure; f != nil {
 		if f.open {
 			l.OpenFailed = f.reason

@@ -29,7 +29,7 @@ func TestFailedOpenShownUntilSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rg := newRig(t)
 		rg.registered("c")
-		if l := listedNow(rg, "c"); l.OpenFailed != "" || l.CloseFailed != "" || l.Pending != "" || !l.Lifecycle || !l.FailedAt.IsZero() {
+		if l := listedNow(rg, "c"); l.OpenFailed != "" || l.CloseFailed != "" || l.Pending != "" || !l.Lifecycle || !l.Confirmed || !l.FailedAt.IsZero() {
 			t.Errorf("after the registration's close: %+v, want nothing failed or out, lifecycle directed", l)
 		}
 		opening := rg.toolAsync(ToolOpen, `{"channelId":"c"}`)
@@ -45,7 +45,7 @@ func TestFailedOpenShownUntilSettled(t *testing.T) {
 		}
 		synctest.Wait()
 		l := listedNow(rg, "c")
-		if l.Desired != "open" || l.Open || l.Pending != "" || l.CloseFailed != "" {
+		if l.Desired != "open" || l.Open || l.Confirmed || l.Pending != "" || l.CloseFailed != "" {
 			t.Errorf("after the failed open: %+v, want desired open, not open, nothing out", l)
 		}
 		if want := "open of c failed, as scripted"; !strings.Contains(l.OpenFailed, want) || !strings.Contains(l.OpenFailed, "-32024") {
@@ -91,7 +91,7 @@ func TestFailedOpenShownUntilSettled(t *testing.T) {
 		rg.srv.expect("open", "c").ok()
 		recv(t, opening)
 		synctest.Wait()
-		if l := listedNow(rg, "c"); l.CloseFailed != "" || l.OpenFailed != "" || !l.Open {
+		if l := listedNow(rg, "c"); l.CloseFailed != "" || l.OpenFailed != "" || !l.Open || !l.Confirmed {
 			t.Errorf("after the open settled: %+v, want open, nothing failed", l)
 		}
 	})

@@ -123,12 +123,15 @@ type ListedChannel struct {
 	// channels/close of the current registration failed, the operator's
 	// words for why (at most one is set; neither once a later request
 	// settled), and FailedAt when; Pending is "open" or "close" while
-	// such a request is out. Snapshot sets them; channel_list doesn't
-	// show them: they are operator detail (failure.go).
+	// such a request is out; Confirmed says the last request settled
+	// (Open is then what it settled to). Snapshot and Channels set them;
+	// channel_list doesn't show them: they are operator detail
+	// (failure.go).
 	OpenFailed  string    `json:"-"`
 	CloseFailed string    `json:"-"`
 	FailedAt    time.Time `json:"-"`
 	Pending     string    `json:"-"`
+	Confirmed   bool      `json:"-"`
 }
 
 // Channels returns the registered channels, as channel_list shows them.
