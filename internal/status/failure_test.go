@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +157,13 @@ func TestPageShowsFailedOpen(t *testing.T) {
 	if head := text(`#channels thead`); !strings.Contains(head, "DECISION\t") || !strings.Contains(head, "\tON THE SERVER") {
 		t.Errorf("the channels' heading %q, want Decision and On the server apart", head)
 	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil || len(shot) < 8 || string(shot[1:4]) != "PNG" {
+		t.Fatalf("the screenshot: %d bytes, %v", len(shot), err)
+	}
+	out := filepath.Join(filepath.Dir(screenshotPath(t)), "status-page-failed-open.png")
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the page with failed opens: %s", out)
 }
