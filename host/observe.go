@@ -36,6 +36,62 @@ type ChannelState struct {
 	Decision  string
 	Source    string
 	DecidedAt time.Time
+	// What is known of the channel on its server, apart from the
+	// decision (OnServer words it). Lifecycle: this host directs its
+	// lifecycle (channels.lifecycle is granted), so the server's answers
+	// say whether it is open; without it the server keeps that to
+	// itself. Confirmed: the last channels/open or channels/close of
+	// this registration settled (Open is what it settled to). Pending is
+	// "open" or "close" while such a request is out. OpenFailed or
+	// CloseFailed is the last such request's failure, in the operator's
+	// words, until a later one settles; FailedAt when it failed.
+	Lifecycle               bool
+	Confirmed               bool
+	Pending                 string
+	OpenFailed, CloseFailed string
+	FailedAt                time.Time
+}
+
+// What OnServer says of a channel on its server.
+const (
+	OnServerOpen          = "open"
+	OnServerClosed        = "closed"
+	OnServerOpening       = "opening"
+	OnServerClosing       = "closing"
+	OnServerOpenFailed    = "open failed"
+	OnServerCloseFailed   = "close failed"
+	OnServerUnknown       = "unknown"
+	OnServerNotRegistered = "not registered"
+)
+
+// OnServer is the channel's state on its server as this host knows it,
+// never merged with its decision: "not registered" while its server has
+// no registration of it; "unknown" when the host does not direct its
+// lifecycle, or no request of this registration has settled, none is
+// out and none failed; "opening" or "closing" while a request is out;
+// "open failed" or "close failed" when the last one failed (OpenFailed,
+// CloseFailed say why); else "open" or "closed", as the server's last
+// answer confirmed it.
+func (c ChannelState) OnServer() string {
+	switch {
+	case !c.Registered:
+		return OnServerNotRegistered
+	case !c.Lifecycle:
+		return OnServerUnknown
+	case c.Pending == "open":
+		return OnServerOpening
+	case c.Pending == "close":
+		return OnServerClosing
+	case c.OpenFailed != "":
+		return OnServerOpenFailed
+	case c.CloseFailed != "":
+		return OnServerCloseFailed
+	case !c.Confirmed:
+		return OnServerUnknown
+	case c.Open:
+		return OnServerOpen
+	}
+	return OnServerClosed
 }
 
 // Channels returns every channel registered now or decided on, by server
@@ -47,6 +103,8 @@ func (h *Host) Channels() []ChannelState {
 		c := ChannelState{Server: sn.Server, ID: sn.Channel}
 		if l := sn.Listed; l != nil {
 			c.Registered, c.Label, c.Type, c.Direction, c.Open = true, l.Label, l.Type, l.Direction, l.Open
+			c.Lifecycle, c.Confirmed, c.Pending = l.Lifecycle, l.Confirmed, l.Pending
+			c.OpenFailed, c.CloseFailed, c.FailedAt = l.OpenFailed, l.CloseFailed, l.FailedAt
 		}
 		if d := sn.Decision; d != nil {
 			c.Decision, c.Source, c.DecidedAt = string(d.State), d.Source, d.At

@@ -24,13 +24,17 @@ import (
 const channelsUsage = `usage: mcplhost channels --store FILE [--json] [--history | --messages]
 
 Reads a host's store file (the config's store:) and prints every channel's
-current decision: its server, its id, open or closed, who decided
-(the source), and when, so an operator can see why a channel is open or
-closed. --history prints the decision log instead, in order, with the
-agent's declines: all of it, or, once the host has compacted it, each
-channel's decision as of the compaction and everything recorded since;
---messages the inbound messages the host accepted. --json prints the
-same as JSON.
+current decision: its server, its id, the decision (open or closed), who
+decided (the source), and when, so an operator can see why a host wants a
+channel open or closed. A decision is what the host keeps and carries out,
+not the channel's state on its server: whether the server has it open (or
+its open failed) is not in the store, and a running host's status page
+(mcplhost run --status ADDR) shows it beside each decision. --history
+prints the decision log instead, in order, with the agent's declines: all
+of it, or, once the host has compacted it, each channel's decision as of
+the compaction and everything recorded since; --messages the inbound
+messages the host accepted. --json prints the same as JSON (its "state"
+is the decision's).
 
 Sources: default-closed (nobody decided), server-bootstrap (the server
 announced it initially open), subscription-policy (channels.subscription),
@@ -162,8 +166,19 @@ func channelsUsageError(stderr io.Writer, msg string) int {
 	return exitUsage
 }
 
+// offlineNote follows a table of decisions, once: the store holds what
+// the host decided, never what a server did with it, so the table must
+// not read as the channels' state on their servers.
+const offlineNote = `
+DECISION is what the host decided and keeps, not whether the server has the
+channel open: that is not known offline. A running host's status page
+(mcplhost run --status ADDR) shows both, and any open that failed.
+`
+
 // printDecisions prints each channel's last decision, by server and
-// channel.
+// channel. The column is DECISION, and offlineNote follows the table: an
+// operator reading "open" here must not take it for the server's state
+// (the issue this answers: a failed open printed as "open").
 func printDecisions(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
 	last := map[[2]string]decisionRow{}
 	err := st.Replay(ctx, func(r store.Record) error {
@@ -188,11 +203,12 @@ func printDecisions(ctx context.Context, st store.Store, w io.Writer, asJSON boo
 		printer{w}.linef("no channel decisions recorded")
 		return nil
 	}
-	table := [][]string{{"SERVER", "CHANNEL", "STATE", "SOURCE", "DECIDED"}}
+	table := [][]string{{"SERVER", "CHANNEL", "DECISION", "SOURCE", "DECIDED"}}
 	for _, r := range rows {
 		table = append(table, []string{r.Server, r.Channel, r.State, r.Source, stamp(r.At)})
 	}
 	printTable(w, table)
+	printer{w}.text(offlineNote)
 	return nil
 }
 
@@ -216,7 +232,7 @@ func printHistory(ctx context.Context, st store.Store, w io.Writer, asJSON bool)
 		printer{w}.linef("no channel decisions recorded")
 		return nil
 	}
-	table := [][]string{{"SEQ", "DECIDED", "SERVER", "CHANNEL", "STATE", "SOURCE"}}
+	table := [][]string{{"SEQ", "DECIDED", "SERVER", "CHANNEL", "DECISION", "SOURCE"}}
 	for _, r := range rows {
 		state, source := r.State, r.Source
 		if r.Kind == string(store.KindDeclined) {
@@ -228,6 +244,7 @@ func printHistory(ctx context.Context, st store.Store, w io.Writer, asJSON bool)
 		table = append(table, []string{fmt.Sprint(r.Seq), stamp(r.At), r.Server, r.Channel, state, source})
 	}
 	printTable(w, table)
+	printer{w}.text(offlineNote)
 	return nil
 }
 

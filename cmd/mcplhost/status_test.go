@@ -95,11 +95,17 @@ func TestRunStatus(t *testing.T) {
 	// channels; the API shows each step as it comes.
 	deadline := time.Now().Add(30 * time.Second)
 	var servers []struct{ ID, State string }
-	var channels []struct{ Registered bool }
+	var channels []struct {
+		ID                 string
+		Registered         bool
+		Decision, OnServer string
+	}
+	// registered counts the channels registered whose state on the
+	// server is settled (each decision carried out: open or closed).
 	registered := func() int {
 		n := 0
 		for _, c := range channels {
-			if c.Registered {
+			if c.Registered && (c.OnServer == "open" || c.OnServer == "closed") {
 				n++
 			}
 		}
@@ -121,6 +127,17 @@ func TestRunStatus(t *testing.T) {
 	}
 	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" || registered() != 3 {
 		t.Fatalf("/api/servers = %+v, /api/channels = %+v", servers, channels)
+	}
+	// The decision and the server's state, apart: #general is decided
+	// open and open on the server, the others closed and closed.
+	for _, c := range channels {
+		want := "closed"
+		if c.ID == "chatroom:#general" {
+			want = "open"
+		}
+		if c.Decision != want || c.OnServer != want {
+			t.Errorf("/api/channels: %s decided %q, %q on the server; want %s and %s", c.ID, c.Decision, c.OnServer, want, want)
+		}
 	}
 	_, metrics := get("metrics")
 	for _, want := range []string{`mcpl_server_connected{server="room"} 1`, `mcpl_channels_registered{server="room"} 3`, "go_goroutines ", "process_open_fds "} {

@@ -162,7 +162,9 @@ func (m *machine) attempt(c *chanState, o *op, first bool) {
 	}
 	if o.attempts == MaxAttempts {
 		m.logf(slog.LevelWarn, "channel did not converge", "server", c.key.Server, "channel", c.key.Channel, "attempts", MaxAttempts)
-		m.finish(c, o, opResult{err: &lifecycleError{text: textNotConverged(c.key.Channel, MaxAttempts), kind: kindNotConverged}})
+		err := &lifecycleError{text: textNotConverged(c.key.Channel, MaxAttempts), kind: kindNotConverged}
+		m.failed(c, want, err)
+		m.finish(c, o, opResult{err: err})
 		return
 	}
 	o.attempts++
@@ -202,6 +204,7 @@ func (m *machine) response(key Key, opID int64, answer json.RawMessage, err erro
 		return
 	case err != nil:
 		c.confirmed = false
+		m.failed(c, o.want, err)
 		m.finish(c, o, opResult{err: err})
 		return
 	}
@@ -209,11 +212,15 @@ func (m *machine) response(key Key, opID int64, answer json.RawMessage, err erro
 		if other, ok := substituted(c.key.Channel, answer); ok {
 			c.confirmed = false
 			m.substitution(c.key, other)
-			m.finish(c, o, opResult{err: &lifecycleError{text: textSubstituted(c.key.Server, c.key.Channel), kind: kindSubstituted}})
+			err := &lifecycleError{text: textSubstituted(c.key.Server, c.key.Channel), kind: kindSubstituted}
+			m.failed(c, true, err)
+			m.finish(c, o, opResult{err: err})
 			return
 		}
 	}
 	c.confirmed, c.open = true, o.want
+	c.failure = nil
+	m.dirty[c.key] = true
 	if wantOpen(c.decision) != o.want && !c.lane.queuedFor(c.gen) {
 		// The decision changed while the request was out, and no queued
 		// work will carry it out: go again.

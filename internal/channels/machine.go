@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
@@ -87,6 +88,9 @@ type chanState struct {
 	// is what waits for them to end.
 	writing int
 	settled []func()
+	// failure is the last lifecycle request of the current registration
+	// that failed, nil when none did since one settled (failure.go).
+	failure *failure
 }
 
 // write is records to append, the channels they decide on, and what to do
@@ -133,6 +137,12 @@ type view struct {
 	lazy            bool
 	decision        *Decision
 	confirmed, open bool
+	// failure is the channel's last failed lifecycle request, failedAt
+	// when it failed (the registry stamps it), and pending the request
+	// out ("open", "close" or ""): failure.go.
+	failure  *failure
+	failedAt time.Time
+	pending  string
 }
 
 // sendOut is a lifecycle request to send: op names the op it answers.
@@ -211,6 +221,7 @@ func (m *machine) ready() Ready {
 				d := decisionOf(c.decision)
 				v.decision = &d
 			}
+			v.failure, v.pending = c.failure, pendingOf(c)
 		}
 		m.out.Views = append(m.out.Views, viewOut{k, v})
 	}
@@ -444,6 +455,7 @@ func (m *machine) unregister(c *chanState) {
 	c.desc = protocol.ChannelDescriptor{}
 	m.setSize(c, 0)
 	c.confirmed, c.open = false, false
+	c.failure = nil
 	c.gen++
 	if l := m.live[c.key.Server]; l != nil {
 		delete(l, c.key.Channel)

@@ -323,7 +323,11 @@ func ask[T any](ctx context.Context, r *Registry, f func(m *machine, reply func(
 func (r *Registry) carry(rd Ready) {
 	if len(rd.Views) > 0 {
 		r.viewMu.Lock()
+		now := r.opts.Now().UTC()
 		for _, v := range rd.Views {
+			if v.v != nil {
+				stampFailure(r.views[v.key], v.v, now)
+			}
 			if v.v == nil {
 				delete(r.views, v.key)
 			} else {
@@ -616,12 +620,16 @@ func (r *Registry) Snapshot() []ChannelSnapshot {
 		s := ChannelSnapshot{Key: k, Decision: v.decision}
 		if v.registered {
 			l := v.listed(k.Server)
+			v.serverSide(&l)
 			s.Listed = &l
 		}
 		out = append(out, s)
 	}
 	r.viewMu.RUnlock()
 	for i := range out {
+		if s := &out[i]; s.Listed != nil {
+			s.Listed.Lifecycle = r.directsLifecycle(s.Server)
+		}
 		if s := &out[i]; s.Decision == nil && s.Listed != nil && r.has(s.Server, "channels.lifecycle") {
 			d := defaultDecision(s.Key)
 			s.Decision = &d

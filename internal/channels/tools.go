@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -129,6 +130,19 @@ type ListedChannel struct {
 	// them.
 	Lifecycle  bool `json:"-"`
 	Registered bool `json:"-"`
+	// OpenFailed or CloseFailed is, when the last channels/open or
+	// channels/close of the current registration failed, the operator's
+	// words for why (at most one is set; neither once a later request
+	// settled), and FailedAt when; Pending is "open" or "close" while
+	// such a request is out; Confirmed says the last request settled
+	// (Open is then what it settled to). Snapshot and Channels set them;
+	// channel_list doesn't show them: they are operator detail
+	// (failure.go).
+	OpenFailed  string    `json:"-"`
+	CloseFailed string    `json:"-"`
+	FailedAt    time.Time `json:"-"`
+	Pending     string    `json:"-"`
+	Confirmed   bool      `json:"-"`
 }
 
 // Channels returns the registered channels, as channel_list shows them.
@@ -137,11 +151,14 @@ func (r *Registry) Channels() []ListedChannel {
 	out := []ListedChannel{}
 	for k, v := range r.views {
 		if v.registered {
-			out = append(out, v.listed(k.Server))
+			l := v.listed(k.Server)
+			v.serverSide(&l)
+			out = append(out, l)
 		}
 	}
 	r.viewMu.RUnlock()
 	for i := range out {
+		out[i].Lifecycle = r.directsLifecycle(out[i].ServerID)
 		if out[i].Desired == "unknown" && r.directsLifecycle(out[i].ServerID) {
 			out[i].Desired = string(store.Closed)
 		}

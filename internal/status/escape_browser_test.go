@@ -33,8 +33,14 @@ func startServer(t *testing.T, id string, argv ...string) *running {
 	for i, a := range argv {
 		q[i] = fmt.Sprintf("%q", a) // YAML's double-quoted scalars take Go's escapes
 	}
+	return startConfig(t, fmt.Sprintf("servers:\n  - id: %s\n    command: [%s]\n", id, strings.Join(q, ", ")))
+}
+
+// startConfig starts a host on the configuration text (its servers real
+// subprocesses), with no agent, and its status server.
+func startConfig(t *testing.T, text string) *running {
 	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("servers:\n  - id: %s\n    command: [%s]\n", id, strings.Join(q, ", "))), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(cfgPath)

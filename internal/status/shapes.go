@@ -72,7 +72,10 @@ func serverState(s host.ServerState) string {
 	return "disconnected"
 }
 
-// ChannelView is one entry of /api/channels.
+// ChannelView is one entry of /api/channels: two things, never merged,
+// the host's durable decision (Decision, Source, DecidedAt) and what is
+// known of the channel on its server (OnServer, with the failure that
+// made it "open failed" or "close failed").
 type ChannelView struct {
 	Server     string `json:"server"`
 	ID         string `json:"id"`
@@ -80,18 +83,34 @@ type ChannelView struct {
 	Type       string `json:"type,omitempty"`
 	Direction  string `json:"direction,omitempty"`
 	Registered bool   `json:"registered"`
-	Open       bool   `json:"open"`
+	// Open: the server's last answer confirmed it open (OnServer "open").
+	Open bool `json:"open"`
 	// Decision is "open", "closed", or "" when none was made.
 	Decision  string    `json:"decision"`
 	Source    string    `json:"source,omitempty"`
 	DecidedAt time.Time `json:"decidedAt,omitzero"`
+	// OnServer is host.ChannelState.OnServer: "open", "closed",
+	// "opening", "closing", "open failed", "close failed", "unknown" or
+	// "not registered". Lifecycle says the host directs the channel's
+	// lifecycle (without it the server's state is "unknown": the server
+	// keeps it).
+	OnServer  string `json:"onServer"`
+	Lifecycle bool   `json:"lifecycle"`
+	// OpenFailed or CloseFailed is the last channels/open or
+	// channels/close of this registration that failed, in the operator's
+	// words, until a later one settles; FailedAt when it failed. It stays
+	// while a retry is out (OnServer "opening").
+	OpenFailed  string    `json:"openFailed,omitempty"`
+	CloseFailed string    `json:"closeFailed,omitempty"`
+	FailedAt    time.Time `json:"failedAt,omitzero"`
 }
 
 func channels(in []host.ChannelState) []ChannelView {
 	out := []ChannelView{}
 	for _, c := range in {
 		out = append(out, ChannelView{Server: c.Server, ID: c.ID, Label: c.Label, Type: c.Type, Direction: c.Direction,
-			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source, DecidedAt: utc(c.DecidedAt)})
+			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source, DecidedAt: utc(c.DecidedAt),
+			OnServer: c.OnServer(), Lifecycle: c.Lifecycle, OpenFailed: c.OpenFailed, CloseFailed: c.CloseFailed, FailedAt: utc(c.FailedAt)})
 	}
 	return out
 }
