@@ -29,6 +29,11 @@ type ChannelState struct {
 	// Direction are then as registered.
 	Registered             bool
 	Label, Type, Direction string
+	// Lazy: this host registered it itself, from a push that named it
+	// (its server never did); Private: it is a private channel (a DM);
+	// PublishTarget its RFC-011 capabilities.publish.target.
+	Lazy, Private bool
+	PublishTarget string
 	// Open: the server confirmed it open, and it is open now.
 	Open bool
 	// Decision is "open" or "closed", or "" when nothing was decided;
@@ -104,6 +109,7 @@ func (h *Host) Channels() []ChannelState {
 		if l := sn.Listed; l != nil {
 			c.Registered, c.Label, c.Type, c.Direction, c.Open = true, l.Label, l.Type, l.Direction, l.Open
 			c.Lifecycle, c.Confirmed, c.Pending = l.Lifecycle, l.Confirmed, l.Pending
+			c.Lazy, c.Private, c.PublishTarget = l.Lazy, l.Private, l.PublishTarget
 			c.OpenFailed, c.CloseFailed, c.FailedAt = l.OpenFailed, l.CloseFailed, l.FailedAt
 		}
 		if d := sn.Decision; d != nil {

@@ -103,6 +103,12 @@ type ChannelView struct {
 	OpenFailed  string    `json:"openFailed,omitempty"`
 	CloseFailed string    `json:"closeFailed,omitempty"`
 	FailedAt    time.Time `json:"failedAt,omitzero"`
+	// Lazy: the host registered it itself, from a push naming it (its
+	// server never did); Private: a private channel (a DM);
+	// PublishTarget: its RFC-011 publish target ("exact", "root", or "").
+	Lazy          bool   `json:"lazy,omitempty"`
+	Private       bool   `json:"private,omitempty"`
+	PublishTarget string `json:"publishTarget,omitempty"`
 }
 
 func channels(in []host.ChannelState) []ChannelView {
@@ -110,7 +116,8 @@ func channels(in []host.ChannelState) []ChannelView {
 	for _, c := range in {
 		out = append(out, ChannelView{Server: c.Server, ID: c.ID, Label: c.Label, Type: c.Type, Direction: c.Direction,
 			Registered: c.Registered, Open: c.Open, Decision: c.Decision, Source: c.Source, DecidedAt: utc(c.DecidedAt),
-			OnServer: c.OnServer(), Lifecycle: c.Lifecycle, OpenFailed: c.OpenFailed, CloseFailed: c.CloseFailed, FailedAt: utc(c.FailedAt)})
+			OnServer: c.OnServer(), Lifecycle: c.Lifecycle, OpenFailed: c.OpenFailed, CloseFailed: c.CloseFailed, FailedAt: utc(c.FailedAt),
+			Lazy: c.Lazy, Private: c.Private, PublishTarget: c.PublishTarget})
 	}
 	return out
 }
