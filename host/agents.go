@@ -127,8 +127,15 @@ func (e agentEnv) Publish(ctx context.Context, who, server, channel, text string
 	return e.h.channels.Publish(ctx, server, channel, nil, []json.RawMessage{b}, channels.Caller{Agent: who})
 }
 
-func (e agentEnv) Seen(server, channel, messageID string) {
-	e.h.channels.Seen(server, channel, messageID)
+func (e agentEnv) Seen(msgs []agent.Wake) {
+	if len(msgs) == 0 {
+		return
+	}
+	seen := make([]channels.SeenMessage, len(msgs))
+	for i, m := range msgs {
+		seen[i] = channels.SeenMessage{Server: m.Server, Channel: m.Channel, MessageID: m.MessageID}
+	}
+	e.h.channels.SeenAll(seen)
 }
 
 func (e agentEnv) Typing(server, channel string) (func(), bool) {
