@@ -130,6 +130,9 @@ type Config struct {
 	// Acknowledge advertises channels.acknowledge (-acknowledge): the
 	// server answers channels/acknowledge, and logs it (leaves.go).
 	Acknowledge bool
+	// AcknowledgeDelay delays each channels/acknowledge answer
+	// (-acknowledge-delay), logged as it goes (leaves.go).
+	AcknowledgeDelay time.Duration
 	// Typing advertises channels.typing (-typing): the server logs each
 	// channels/typing (leaves.go).
 	Typing bool

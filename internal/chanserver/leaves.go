@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -16,7 +17,9 @@ import (
 //
 // Log entries: "acknowledge c m: intent" for channels/acknowledge (the
 // message id and the intent, as sent), answered {acknowledged: true,
-// representation: <the value>}; "typing c start" or "typing c stop" for
+// representation: <the value>} (with Config.AcknowledgeDelay,
+// -acknowledge-delay, that much later, logged "acknowledged c m" as the
+// answer goes); "typing c start" or "typing c stop" for
 // channels/typing (the op as sent). Both stay out of the advertisement,
 // and out of the log (answered method-not-found, dropped), unless opted
 // into, so other tests' logs are as before.
@@ -45,7 +48,22 @@ func (srv *server) leaf(req *wire.Request) (result any, handled bool, err error)
 	case req.Method == protocol.MethodChannelsAcknowledge && srv.cfg.Acknowledge:
 		json.Unmarshal(req.Params, &p)
 		srv.appendLog(fmt.Sprintf("acknowledge %s %s: %s", p.ChannelID, p.MessageID, p.Intent))
-		return protocol.ChannelsAcknowledgeResult{Acknowledged: true, Representation: p.Value}, true, nil
+		res := protocol.ChannelsAcknowledgeResult{Acknowledged: true, Representation: p.Value}
+		if d := srv.cfg.AcknowledgeDelay; d > 0 && !req.IsNotification() {
+			reply := req.Defer()
+			srv.work.Go(func() {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-srv.peer.Done():
+				}
+				srv.appendLog(fmt.Sprintf("acknowledged %s %s", p.ChannelID, p.MessageID))
+				reply(res, nil)
+			})
+			return nil, true, nil
+		}
+		return res, true, nil
 	case req.Method == protocol.MethodChannelsTyping && srv.cfg.Typing:
 		json.Unmarshal(req.Params, &p)
 		srv.appendLog("typing " + p.ChannelID + " " + p.Op)
