@@ -138,8 +138,15 @@ func (e agentEnv) Bots(server, channel string) agent.BotRule {
 	return agent.BotRule{Wake: b.Wake || slices.Contains(b.Channels, channel), Bound: b.MaxReplies}
 }
 
-func (e agentEnv) Seen(server, channel, messageID string) {
-	e.h.channels.Seen(server, channel, messageID)
+func (e agentEnv) Seen(msgs []agent.Wake) {
+	if len(msgs) == 0 {
+		return
+	}
+	seen := make([]channels.SeenMessage, len(msgs))
+	for i, m := range msgs {
+		seen[i] = channels.SeenMessage{Server: m.Server, Channel: m.Channel, MessageID: m.MessageID}
+	}
+	e.h.channels.SeenAll(seen)
 }
 
 func (e agentEnv) Typing(server, channel string) (func(), bool) {

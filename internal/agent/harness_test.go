@@ -571,10 +571,12 @@ func (e *fakeEnv) sent() []string {
 	return append([]string(nil), e.signals...)
 }
 
-func (e *fakeEnv) Seen(server, channel, messageID string) {
+func (e *fakeEnv) Seen(msgs []Wake) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.seen {
-		e.signals = append(e.signals, "seen "+server+"/"+channel+" "+messageID)
+	for _, m := range msgs {
+		if e.seen {
+			e.signals = append(e.signals, "seen "+m.Server+"/"+m.Channel+" "+m.MessageID)
+		}
 	}
 }

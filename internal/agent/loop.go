@@ -133,11 +133,13 @@ func (t *turn) run(sel *selection, notices []string) {
 		t.locus = &home
 	}
 	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
+	var seen []Wake
 	for _, it := range items {
 		if it.addressed && it.locus != nil {
-			t.r.rt.opts.Env.Seen(it.wake.Server, it.wake.Channel, it.wake.MessageID)
+			seen = append(seen, it.wake)
 		}
 	}
+	t.r.rt.opts.Env.Seen(seen)
 	t.addNotices(notices)
 	t.addNotices(t.r.countBots(items))
 	t.flushNotices()

@@ -108,9 +108,11 @@ type Env interface {
 	// until stop is called; ok is false when nothing was sent (no grant,
 	// a channel that isn't open).
 	Typing(server, channel string) (stop func(), ok bool)
-	// Seen tells a channel's server that the agent has a message that
-	// addressed it, where the server's configuration asks for that.
-	Seen(server, channel, messageID string)
+	// Seen tells each message's server that the agent has a message that
+	// addressed it, where the server's configuration asks for that; it
+	// returns once they are answered, or after a bound, so that the
+	// acknowledgments go before the turn's reply.
+	Seen(msgs []Wake)
 	// Stream is where the agent's speech into a channel streams as the
 	// model generates it; nil for nowhere (the server didn't declare
 	// streaming).

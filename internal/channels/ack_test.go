@@ -325,13 +325,14 @@ func TestSeen(t *testing.T) {
 	t.Run("sent", func(t *testing.T) {
 		rg := newRig(t, rigCaps("channels.acknowledge")...)
 		rg.reg.AddServer("s", rg.srv, ServerConfig{AcknowledgeSeen: "👀"})
-		rg.reg.Seen("s", "c", "m1")
+		done := seenAsync(rg, SeenMessage{"s", "c", "m1"}) // it waits for the answer (seen_test.go)
 		c := <-rg.srv.calls
 		if c.method != methodAck {
 			t.Fatalf("sent %s", c)
 		}
 		checkJSON(t, "channels/acknowledge params", c.params, `{"channelId":"c","messageId":"m1","intent":"seen","value":"👀"}`)
 		c.answer(map[string]any{"acknowledged": true, "representation": "👀"})
+		recv(t, done)
 	})
 	for name, caps := range map[string][]string{"no setting": rigCaps("channels.acknowledge"), "no grant": rigCaps()} {
 		t.Run(name, func(t *testing.T) {

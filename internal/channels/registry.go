@@ -156,6 +156,7 @@ type Registry struct {
 	inbox    *inbox.Inbox
 	ownInbox bool
 	typingWG sync.WaitGroup // typing repeats: Close ends them, not waits for them
+	typers   typingSessions // typing under way, by channel: a close ends it
 }
 
 type serverState struct {
@@ -335,6 +336,7 @@ func (r *Registry) carry(rd Ready) {
 			}
 		}
 		r.viewMu.Unlock()
+		r.endClosedTyping(rd.Views)
 	}
 	for _, l := range rd.Logs {
 		r.log.Log(context.Background(), l.level, l.msg, l.attrs...)
@@ -410,6 +412,7 @@ func (r *Registry) send(s sendOut) {
 		err = srv.conn.Call(r.ctx, protocol.MethodChannelsOpen, p, &a, srv.cfg.Timeout)
 		answer = a
 	default:
+		r.stopTypingIn(s.key) // the stops go before the close
 		var a rawAnswer
 		err = srv.conn.Call(r.ctx, protocol.MethodChannelsClose, protocol.ChannelsCloseParams{ChannelID: s.desc.ID}, &a, srv.cfg.Timeout)
 		answer = a

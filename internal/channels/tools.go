@@ -426,27 +426,75 @@ func (r *Registry) toolDecline(ctx context.Context, a map[string]json.RawMessage
 	return ok(res)
 }
 
-// Seen tells the channel's server that an agent has a message that
-// addressed it (a turn picked it up), as the server's
-// channels.acknowledgeSeen asks: channels/acknowledge with intent "seen",
-// in the background. Nothing is sent without that setting or the
-// channels.acknowledge grant; a failure is logged.
+// SeenMessage is a message an agent's turn picked up that addressed it.
+type SeenMessage struct {
+	Server, Channel, MessageID string
+}
+
+// Seen is SeenAll of one message.
 func (r *Registry) Seen(server, channel, messageID string) {
-	srv := r.server(server)
-	if srv == nil || srv.cfg.AcknowledgeSeen == "" || !srv.conn.Has("channels.acknowledge") {
+	r.SeenAll([]SeenMessage{{server, channel, messageID}})
+}
+
+// SeenAll tells each message's server that an agent has a message that
+// addressed it (a turn picked it up), as the server's
+// channels.acknowledgeSeen asks: channels/acknowledge with intent "seen".
+// Nothing is sent for a message whose server has no such setting or no
+// channels.acknowledge grant. The acknowledgments go out at once, each on
+// a goroutine Close waits for (its request ends with Close's drain, as a
+// lifecycle request's does), and SeenAll returns once every one is
+// answered or failed, or after SeenWait, or as Close begins, whichever is
+// first: so the acknowledgment reaches the server before the turn's reply
+// does, and a slow server holds the turn for a second at most (the
+// acknowledgments left go on in the background). A failure, or an answer
+// that didn't acknowledge, is logged.
+func (r *Registry) SeenAll(msgs []SeenMessage) {
+	var done []chan struct{}
+	for _, m := range msgs {
+		srv := r.server(m.Server)
+		if srv == nil || srv.cfg.AcknowledgeSeen == "" || !srv.conn.Has("channels.acknowledge") {
+			continue
+		}
+		ch := make(chan struct{})
+		if !r.goBackground(func() {
+			defer close(ch)
+			r.seen(srv, m)
+		}) {
+			continue
+		}
+		done = append(done, ch)
+	}
+	if len(done) == 0 {
 		return
 	}
-	r.goBackground(func() {
-		var res protocol.ChannelsAcknowledgeResult
-		p := protocol.ChannelsAcknowledgeParams{ChannelID: channel, MessageID: messageID, Intent: protocol.AckSeen, Value: srv.cfg.AcknowledgeSeen}
-		err := srv.conn.Call(r.ctx, protocol.MethodChannelsAcknowledge, p, &res, srv.cfg.Timeout)
-		switch {
-		case err != nil:
-			r.log.Warn("channels/acknowledge (seen) failed", "server", server, "channel", channel, "message", messageID, "error", err.Error())
-		case !res.Acknowledged:
-			r.log.Info("channels/acknowledge (seen) not acknowledged", "server", server, "channel", channel, "message", messageID, "reason", res.Reason)
+	wait := time.NewTimer(SeenWait)
+	defer wait.Stop()
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-wait.C:
+			return
+		case <-r.closing:
+			return
 		}
-	})
+	}
+}
+
+// SeenWait bounds how long SeenAll waits for its acknowledgments to be
+// answered, as firstStartWait bounds Typing's wait for its first start.
+const SeenWait = time.Second
+
+// seen sends one seen-acknowledgment and logs what went wrong.
+func (r *Registry) seen(srv *serverState, m SeenMessage) {
+	var res protocol.ChannelsAcknowledgeResult
+	p := protocol.ChannelsAcknowledgeParams{ChannelID: m.Channel, MessageID: m.MessageID, Intent: protocol.AckSeen, Value: srv.cfg.AcknowledgeSeen}
+	err := srv.conn.Call(r.ctx, protocol.MethodChannelsAcknowledge, p, &res, srv.cfg.Timeout)
+	switch {
+	case err != nil:
+		r.log.Warn("channels/acknowledge (seen) failed", "server", m.Server, "channel", m.Channel, "message", m.MessageID, "error", err.Error())
+	case !res.Acknowledged:
+		r.log.Info("channels/acknowledge (seen) not acknowledged", "server", m.Server, "channel", m.Channel, "message", m.MessageID, "reason", res.Reason)
+	}
 }
 
 // acknowledge sends channels/acknowledge; why is what the agent reads when

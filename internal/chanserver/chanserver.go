@@ -8,7 +8,8 @@
 // It advertises channels.register, channels.incoming, channels.lifecycle
 // and channels.publish (without channels.lifecycle under
 // Config.NoLifecycle, -no-lifecycle: a server that runs its channels
-// itself), accepts any policy, and registers Config.Channels as the policy
+// itself; with channels.acknowledge and channels.typing under
+// Config.Acknowledge and Config.Typing, leaves.go), accepts any policy, and registers Config.Channels as the policy
 // arrives: the registration is written before the policy's answer, so the
 // host has answered it by the time its connect returns.
 //
@@ -50,8 +51,11 @@
 //	                              thread=null for the root, when threadId was sent)
 //	release {channelId, method, answer}  answers the oldest held open or close (ok | fail)
 //	held {channelId, method}      waits (up to 30 s) until such a request is held; answers its count
-//	log {count}                   the requests received, in order: "open c", "close c", "publish c: text";
+//	log {count}                   the requests received, in order: "open c", "close c", "publish c: text"
+//	                              (and "acknowledge c m: intent", "typing c op" when opted into: leaves.go);
 //	                              with count, once at least that many are in (up to 30 s)
+//	opens {count}                 the raw params of every channels/open received, in order, as a JSON
+//	                              array; with count, once at least that many are in (up to 30 s)
 //	incoming {channelId, messageId, text, content, tags, threadId, metadata, author, notify}  sends
 //	                              channels/incoming (content, raw, in place of a text block when
 //	                              given; metadata raw); answers the host's result
@@ -129,6 +133,15 @@ type Config struct {
 	// server runs its channels itself, and the host sends it no
 	// channels/open or channels/close.
 	NoLifecycle bool
+	// Acknowledge advertises channels.acknowledge (-acknowledge): the
+	// server answers channels/acknowledge, and logs it (leaves.go).
+	Acknowledge bool
+	// AcknowledgeDelay delays each channels/acknowledge answer
+	// (-acknowledge-delay), logged as it goes (leaves.go).
+	AcknowledgeDelay time.Duration
+	// Typing advertises channels.typing (-typing): the server logs each
+	// channels/typing (leaves.go).
+	Typing bool
 	// Control, if not "", is a file the server writes a ControlFile to
 	// once the host has answered the startup registration (once the
 	// policy arrives, without Channels): where its control listener is.
@@ -143,6 +156,7 @@ var Tools = []protocol.Tool{
 	{Name: "release", Description: "Answers a held open or close."},
 	{Name: "held", Description: "Waits until an open or close is held."},
 	{Name: "log", Description: "The requests received."},
+	{Name: "opens", Description: "The raw params of the channels/open requests received."},
 	{Name: "incoming", Description: "Sends channels/incoming."},
 	{Name: "incoming_burst", Description: "Sends many channels/incoming requests, pipelined."},
 	{Name: "register_big", Description: "Sends many channels/register requests of one large descriptor each."},
@@ -170,6 +184,7 @@ type server struct {
 	scripts map[string]map[string]string  // channel -> method -> mode
 	held    map[string][]func(any, error) // "open c" -> replies
 	log     []string
+	opens   []json.RawMessage // each channels/open's params, as received
 	sent    int
 
 	hook     hookScript          // how context/beforeInference is answered
@@ -268,6 +283,9 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 	case protocol.MethodPing:
 		return struct{}{}, nil
 	}
+	if res, ok, err := srv.leaf(req); ok {
+		return res, err
+	}
 	if req.IsNotification() {
 		return nil, nil
 	}
@@ -308,6 +326,7 @@ func (srv *server) channelCaps() map[string]bool {
 	if srv.cfg.NoLifecycle {
 		delete(caps, "lifecycle")
 	}
+	srv.leafCaps(caps)
 	return caps
 }
 
@@ -332,6 +351,7 @@ func (srv *server) lifecycle(req *wire.Request) (any, error) {
 		entry += ": " + protocol.JoinText(p.Content)
 	}
 	srv.log = append(srv.log, entry)
+	srv.keepOpen(req)
 	srv.changed.Broadcast()
 	mode := srv.scripts[p.ChannelID][m]
 	if mode == "hold" && !req.IsNotification() {
@@ -491,6 +511,8 @@ func (srv *server) callTool(ctx context.Context, req *wire.Request) (any, error)
 			}))
 		})
 		return nil, nil
+	case "opens":
+		return srv.opensTool(ctx, req, a.Count)
 	case "incoming":
 		var body any = []map[string]string{{"type": "text", "text": a.Text}}
 		if len(a.Content) > 0 {
