@@ -131,12 +131,11 @@ func textSpeechOutcome(out channels.PublishOutcome) string {
 	case channels.Delivered:
 		switch {
 		case out.Thread == nil:
+			return "[delivered] Your reply was posted to " + where + "."
 		case *out.Thread == "":
-			where += ", at the channel root"
-		default:
-			where += ", in thread " + content.Clean(*out.Thread)
+			return "[delivered] Your reply was posted to " + where + ", at the channel root."
 		}
-		return "[delivered] Your reply was posted to " + where + "."
+		return "[delivered] Your reply was posted to " + where + ", in thread " + content.Clean(*out.Thread) + "."
 	case channels.Unconfirmed:
 		return "[unconfirmed] Your reply: " + out.Text
 	}
