@@ -51,6 +51,7 @@ type probe struct {
 	gone   chan struct{}               // closed when the connection ends other than by the probe
 	listed protocol.ChannelsListResult // what channels/list answered
 	refs   *content.Refs               // references its calls' results carried
+	found  findings                    // what the findings are made of, counted as messages arrive
 
 	mu     sync.Mutex
 	stream transport.Stream // the connection's, for how it ended
@@ -74,6 +75,13 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	p := &probe{f: f, stdout: stdout, log: slog.New(slog.NewTextHandler(stderr, logOptions(level))), gone: make(chan struct{}), refs: content.NewRefs(0)}
 	p.ev = &eventLog{out: stdout, json: f.json}
 	return p.run(ctx, stderr)
+}
+
+// inbound is told of each privileged message the server sends: it counts
+// what makes a finding, and logs the event.
+func (p *probe) inbound(in session.Inbound) {
+	p.found.observe(in)
+	p.ev.add(in)
 }
 
 // bound is d lowered to --timeout (which 0 leaves alone).
@@ -103,7 +111,7 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 		PolicyTimeout:     p.bound(session.DefaultPolicyTimeout),
 		Handler:           probeHandler{},
 		OnPushEvent:       acceptEvent,
-		OnInbound:         p.ev.add,
+		OnInbound:         p.inbound,
 		OnDisconnect:      func(*session.Session, bool) { close(p.gone) },
 		Logger:            p.log,
 		ClientName:        "mcplhost",
@@ -144,6 +152,7 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 	}
 	p.ev.finish()
 	rep.StdoutNoise = p.stdoutNoise()
+	rep.Findings = p.found.list()
 	if p.f.json {
 		// Printed last, the JSON report has every registration and event.
 		rep.Events = p.ev.all()
@@ -153,6 +162,7 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 		}
 	} else {
 		printNoise(p.stdout, "", rep.StdoutNoise)
+		printFindings(p.stdout, "", rep.Findings)
 		if rep.Ended != nil {
 			printEnd(p.stdout, "", p.f.id, rep.Ended)
 		}
@@ -169,6 +179,7 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 	rep := emptyReport(p.f.id)
 	rep.Events = p.ev.all()
 	rep.StdoutNoise = p.stdoutNoise()
+	rep.Findings = p.found.list()
 	switch {
 	case dialErr != nil:
 		rep.Error = fmt.Sprintf("could not %s: %v", map[bool]string{true: "connect", false: "start the server"}[p.f.url != ""], dialErr)
@@ -201,6 +212,7 @@ func (p *probe) failed(stderr io.Writer, err, dialErr error) int {
 		printer{stderr}.linef("mcplhost probe: %s", rep.Error)
 	}
 	printNoise(stderr, "mcplhost probe: ", rep.StdoutNoise)
+	printFindings(stderr, "mcplhost probe: ", rep.Findings)
 	return exitFail
 }
 

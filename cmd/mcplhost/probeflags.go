@@ -40,7 +40,9 @@ const probeUsage = `usage: mcplhost probe [flags] -- COMMAND ARGS...
 Connects to one server (a subprocess over stdio, or a WebSocket URL), runs the
 MCP handshake and the MCPL policy exchange, lists its tools and channels, makes
 each --call, and prints a report: the server, its MCPL advertisement, the policy
-outcome, the effective and denied capabilities, each feature set's state.
+outcome, the effective and denied capabilities, each feature set's state, and,
+at the end, a warning for each thing the server did that SPEC does not allow
+(such as channels/incoming sent as a notification), saying what to do.
 
 flags:
   --id NAME           the server's name in the report (default: the command's name,

@@ -40,6 +40,9 @@ type probeReport struct {
 	// stdout that were not JSON-RPC messages, which were skipped; null
 	// when there were none, and over WebSocket.
 	StdoutNoise *probeNoise `json:"stdoutNoise"`
+	// Findings are what the server did that SPEC does not allow, each
+	// with why it matters and what to do (probeFinding); [] when none.
+	Findings []probeFinding `json:"findings"`
 	// Ended says how the connection ended before the report was complete
 	// (or during --wait); null when it did not.
 	Ended *probeEnd `json:"ended"`
@@ -172,6 +175,7 @@ func emptyReport(id string) probeReport {
 		Calls:         []probeResult{},
 		Events:        []probeEvent{},
 		EventsOmitted: map[string]int{},
+		Findings:      []probeFinding{},
 	}
 }
 
