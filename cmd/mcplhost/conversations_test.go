@@ -191,6 +191,17 @@ func TestRunConversations(t *testing.T) {
 		r.posted("publish dm:fresh: hello, new here")
 	})
 
+	t.Run("a push naming a channel no agent could name stays an event", func(t *testing.T) {
+		r.t = t
+		r.send("push", `{"eventId":"e3","text":"odd origin","tags":["chat:dm"],"origin":{"mcplChannelId":"dm:\u202eevil","authorName":"mallory"}}`)
+		if sh := r.shown("odd origin"); !strings.Contains(sh.Text, "[event from chat · test.agent · event e3 · at ") {
+			t.Errorf("shown:\n%s\nwant it as an event without a channel", sh.Text)
+		}
+		if !strings.Contains(r.run.stderr.String(), "a push event names a channel (origin.mcplChannelId) that it can't be shown in") {
+			t.Error("the operator's log doesn't say why the push has no channel")
+		}
+	})
+
 	t.Run("threaded message on an exact channel", func(t *testing.T) {
 		r.t = t
 		r.send("incoming", `{"channelId":"room","messageId":"r1","threadId":"T1","text":"in the thread","tags":["chat:mention"]}`)

@@ -316,6 +316,8 @@ func testReplayExact(t *testing.T, s store.Store) {
 		{Kind: store.KindDeclined, Server: "srv", Channel: "ch2"}, // zero At, empty strings
 		{Kind: store.KindDecision, Server: "srv", Channel: "ch3", State: store.Open, At: time.Date(2262, 1, 1, 0, 0, 0, 1, time.UTC)},
 		{Kind: store.KindDecision, Server: "srv", Channel: "ch4", State: store.Open, At: time.Date(1700, 1, 1, 0, 0, 0, 999, time.UTC)},
+		{Kind: store.KindLazy, Server: "srv", Channel: "dm:bob", At: at0},
+		{Kind: store.KindLazyGone, Server: "srv", Channel: "dm:bob", At: at0},
 	}
 	var want []store.Record
 	want = append(want, mustAppend(t, s, in[:2]...)...)

@@ -1,0 +1,143 @@
+package channels
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// A channel a push names that its server never registered is registered
+// lazily: closed, listed and marked lazy, durable across a restart and a
+// reconnect, replaced by the server's own registration, ended by its
+// removal; a reply into it opens it first.
+func TestLazyRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		ctx := context.Background()
+		o := rg.reg.EnsureRegistered(ctx, "s", "dm:bob")
+		if !o.Registered || !o.Lazy || !o.Directed {
+			t.Fatalf("EnsureRegistered = %+v, want registered, lazy, directed", o)
+		}
+		ch, ok := rg.reg.Channel("s", "dm:bob")
+		if !ok || !ch.Registered || !ch.Lazy || ch.Desired != "closed" || ch.Open {
+			t.Fatalf("the lazy channel reads %+v, want registered, lazy and closed", ch)
+		}
+		if l := rg.reg.Channels(); len(l) != 1 || !l[0].Lazy {
+			t.Errorf("channel_list = %+v, want the lazy channel marked lazy", l)
+		}
+		if again := rg.reg.EnsureRegistered(ctx, "s", "dm:bob"); !again.Registered || !again.Lazy {
+			t.Errorf("EnsureRegistered again = %+v", again)
+		}
+		lazyRecords := func() int {
+			n := 0
+			if err := rg.st.Replay(ctx, func(r store.Record) error {
+				if r.Kind == store.KindLazy {
+					n++
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := lazyRecords(); n != 1 {
+			t.Errorf("lazy records = %d, want 1 (the second call found it registered)", n)
+		}
+
+		// A reply into it opens it first, as into any closed channel.
+		out := rg.publishAsync("dm:bob")
+		rg.srv.expect("open", "dm:bob").ok()
+		rg.srv.expect("publish", "dm:bob").answer(map[string]any{"delivered": true, "messageId": "m1"})
+		if o := recv(t, out); o.Status != Delivered {
+			t.Fatalf("publish into the lazy channel = %+v", o)
+		}
+
+		// A restart: the lazy channel is live again once its server is.
+		rg.reg.Close()
+		rg.open()
+		ch, ok = rg.reg.Channel("s", "dm:bob")
+		if !ok || !ch.Registered || !ch.Lazy {
+			t.Fatalf("after a restart the lazy channel reads %+v (known %v), want it registered and lazy", ch, ok)
+		}
+
+		// The server's own registration takes its place.
+		rg.register(protocol.ChannelDescriptor{ID: "dm:bob", Type: "dm", Label: "@bob"})
+		if ch, _ := rg.reg.Channel("s", "dm:bob"); ch.Lazy || ch.Label != "@bob" {
+			t.Errorf("after the server registered it: %+v, want its own descriptor, not lazy", ch)
+		}
+		// Its removal ends the lazy registration for good.
+		rg.reg.Changed("s", protocol.ChannelsChangedParams{Removed: []string{"dm:bob"}}, false)
+		synctest.Wait()
+		rg.reg.Close()
+		rg.open()
+		if ch, ok := rg.reg.Channel("s", "dm:bob"); ok && ch.Registered {
+			t.Errorf("after its removal and a restart the channel reads %+v, want it gone", ch)
+		}
+	})
+}
+
+// A lazy registration's record outlives a compaction of the log.
+func TestLazyRegistrationKeptByCompaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		rg.compactAfter = 4
+		rg.reg.Close()
+		rg.open()
+		ctx := context.Background()
+		if o := rg.reg.EnsureRegistered(ctx, "s", "dm:kept"); !o.Registered {
+			t.Fatalf("EnsureRegistered = %+v", o)
+		}
+		// Decisions enough to compact the log several times over.
+		for i := range 12 {
+			id := fmt.Sprintf("c%d", i)
+			rg.register(desc(id, true))
+			rg.srv.expect("open", id).ok()
+			synctest.Wait()
+			rg.tool("channel_close", `{"channelId":"`+id+`"}`)
+			rg.srv.expect("close", id).ok()
+			synctest.Wait()
+		}
+		rg.reg.Close()
+		n := 0
+		rg.st.Replay(ctx, func(store.Record) error { n++; return nil })
+		if n >= 25 {
+			t.Fatalf("the log holds %d records: it was never compacted", n)
+		}
+		rg.open()
+		if ch, ok := rg.reg.Channel("s", "dm:kept"); !ok || !ch.Lazy {
+			t.Errorf("after compactions and a restart the lazy channel reads %+v (known %v)", ch, ok)
+		}
+	})
+}
+
+// What can't be registered lazily says why: an id no agent could repeat,
+// a server that is not here, the bound.
+func TestLazyRegistrationRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRig(t)
+		ctx := context.Background()
+		for _, tc := range []struct{ server, id, why string }{
+			{"s", "", "empty"},
+			{"s", "dm\u202ebob", "invisible"},
+			{"s", strings.Repeat("x", MaxIDBytes+1), "longer than 512 bytes"},
+			{"gone", "dm:x", "not connected"},
+		} {
+			if o := rg.reg.EnsureRegistered(ctx, tc.server, tc.id); o.Registered || !strings.Contains(o.Why, tc.why) {
+				t.Errorf("EnsureRegistered(%q, %q) = %+v, want refused saying %q", tc.server, tc.id, o, tc.why)
+			}
+		}
+		rg.reg.do(func(m *machine) {
+			for i := range MaxLazyPerServer {
+				m.rememberLazy(Key{"s", fmt.Sprint("pre-", i)}, int64(i+1))
+			}
+		})
+		if o := rg.reg.EnsureRegistered(ctx, "s", "one-too-many"); o.Registered || !strings.Contains(o.Why, "the most this host keeps") {
+			t.Errorf("past the bound: %+v", o)
+		}
+	})
+}
