@@ -16,7 +16,9 @@ import (
 // doesn't wake the agent is still shown: it goes into the conversation
 // between turns, with no model call, so the agent reads it with the next
 // turn something else wakes. The count is the runner's, in memory: a
-// restart starts it again at 0.
+// restart starts it again at 0. A message its server tags as the agent's
+// own (chat:from-self, its post echoed back) never wakes it: answering
+// itself is the shortest loop of all.
 
 // BotRule is whether bots' messages may wake an agent in a channel, and
 // how many turns in a row they may there (0: DefaultBotBound).
@@ -76,6 +78,9 @@ func (it item) key() forkKey {
 // wakes reports whether the item wakes r: a bot's only where its rule
 // allows and its channel's run of bots' turns is under the bound.
 func (r *runner) wakes(it item) bool {
+	if it.self {
+		return false
+	}
 	if !it.bot {
 		return true
 	}

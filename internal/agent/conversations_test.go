@@ -203,3 +203,17 @@ func TestBotBound(t *testing.T) {
 		}
 	})
 }
+
+// The agent's own post, echoed back (chat:from-self), never wakes it,
+// whatever the bot rule says.
+func TestOwnPostDoesNotWake(t *testing.T) {
+	env := newEnv()
+	env.bots = map[[2]string]BotRule{{"chat", "room"}: {Wake: true}}
+	bubble(t, Options{Env: env, Agents: []Spec{{Name: "ada", Model: sayBack()}}}, func(h *harness) {
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "room"})
+		h.add(chanMsg("chat", "room", "s1", "my own words", content.TagAddressed, tagFromSelf))
+		if n := len(h.model.requests()); n != 0 {
+			t.Errorf("the agent's own post woke it: %d model calls", n)
+		}
+	})
+}

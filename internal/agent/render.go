@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type item struct {
 	// chat:from-agent); it wakes the agent only where its server's
 	// channels.bots allows (bots.go).
 	bot bool
+	// self: the agent's own post, echoed back (chat:from-self): it never
+	// wakes the agent.
+	self bool
 	// private: it was sent privately (chat:private, which chat:dm
 	// implies); privately is where a private reply to it goes (nil: none
 	// offered, or its own channel is private). privacy.go.
@@ -175,7 +179,7 @@ func (r *runner) renderMessage(m store.Message, v verdict, open bool) item {
 	it.wake = Wake{Kind: kind, Server: m.Server, Channel: m.Channel, MessageID: msg.id}
 	it.locus = &forkKey{m.Server, m.Channel}
 	it.thread = m.ThreadID
-	it.bot = fromBot(m.Tags)
+	it.bot, it.self = fromBot(m.Tags), slices.Contains(m.Tags, tagFromSelf)
 	it.addressed = isAddressed
 	r.privacy(&it, m, v.ch, msg, where)
 	it.from = origin{where: where}
