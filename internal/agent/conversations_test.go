@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -214,6 +215,26 @@ func TestOwnPostDoesNotWake(t *testing.T) {
 		h.add(chanMsg("chat", "room", "s1", "my own words", content.TagAddressed, tagFromSelf))
 		if n := len(h.model.requests()); n != 0 {
 			t.Errorf("the agent's own post woke it: %d model calls", n)
+		}
+	})
+}
+
+// A message read while its channel's initial decision is still being
+// recorded waits for it: then it is judged as from the open channel it
+// is, with no invitation.
+func TestMessageWaitsForTheLift(t *testing.T) {
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: sayBack()}}}, func(h *harness) {
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "general", Label: "#general", Desired: "closed", Lifting: true})
+		h.add(chanMsg("chat", "general", "g1", "hello", content.TagAddressed))
+		if n := len(h.model.requests()); n != 0 {
+			t.Fatalf("judged before its channel's lift was recorded: %d model calls", n)
+		}
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "general", Label: "#general", Desired: "open"})
+		h.rt.Wake()
+		synctest.Wait()
+		reqs := h.model.requests()
+		if len(reqs) != 1 || containsText(userTexts(reqs[0].Messages), "[Channel invitation]") || !containsText(userTexts(reqs[0].Messages), "hello") {
+			t.Fatalf("after the lift: %d calls, reading %v; want the message shown as from an open channel", len(reqs), userTexts(reqs[len(reqs)-1].Messages))
 		}
 	})
 }

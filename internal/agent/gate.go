@@ -19,6 +19,17 @@ import (
 // the agent, or when its server ran its own channels (no
 // channels.lifecycle when it was accepted) and it isn't decided closed; its
 // header says the channel is no longer registered.
+//
+// A message whose channel is registered but whose registration's initial
+// decision (the lift: initiallyOpen, the subscription policy) is still
+// being recorded waits too, for that write (the registry wakes the
+// agents once it is durable) or liftWait: judged before it, a message in
+// a channel its server announced open, sent right after the
+// registration, would read as from a closed one.
+
+// liftWait bounds how long a message waits for its channel's initial
+// decision to be recorded before it is read again.
+const liftWait = time.Second
 
 // verdict is how a channel message can be judged now.
 type verdict struct {
@@ -34,6 +45,12 @@ type verdict struct {
 // judge reads m's channel as the host has it now.
 func (rt *Runtime) judge(m store.Message) verdict {
 	ch, known := rt.opts.Env.Channel(m.Server, m.Channel)
+	if known && ch.Registered && ch.Lifting {
+		// Its registration's initial decision is being recorded: judged
+		// once it is (the registry wakes the agents then), or after
+		// liftWait at the latest.
+		return verdict{wait: true, until: time.Now().Add(liftWait)}
+	}
 	if known && ch.Registered {
 		return verdict{ch: ch, known: true}
 	}

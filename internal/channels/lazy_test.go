@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -138,6 +139,39 @@ func TestLazyRegistrationRefused(t *testing.T) {
 		})
 		if o := rg.reg.EnsureRegistered(ctx, "s", "one-too-many"); o.Registered || !strings.Contains(o.Why, "the most this host keeps") {
 			t.Errorf("past the bound: %+v", o)
+		}
+	})
+}
+
+// While a registration's lift is being recorded the channel reads as
+// lifting, so a reader waits for its decision; once it is durable, it
+// reads open and OnRegistered says so again.
+func TestLiftingWhileItsDecisionIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &wedged{Store: store.NewMemory(), release: make(chan struct{}), hold: true}
+		var woken atomic.Int32
+		reg, err := New(Options{Store: st, Describe: describeForTest, OnRegistered: func() { woken.Add(1) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Close()
+		srv := newDouble(t, "channels.register", "channels.lifecycle")
+		reg.AddServer("s", srv, ServerConfig{})
+		_, start := reg.Register("s", []protocol.ChannelDescriptor{desc("general", true)})
+		start()
+		synctest.Wait()
+		if ch, _ := reg.Channel("s", "general"); !ch.Registered || !ch.Lifting || ch.Desired != "closed" {
+			t.Fatalf("while its lift is recorded the channel reads %+v, want registered and lifting", ch)
+		}
+		before := woken.Load()
+		close(st.release)
+		srv.expect("open", "general").ok()
+		synctest.Wait()
+		if ch, _ := reg.Channel("s", "general"); ch.Lifting || ch.Desired != "open" {
+			t.Errorf("after its lift the channel reads %+v, want it open and not lifting", ch)
+		}
+		if woken.Load() == before {
+			t.Error("OnRegistered was not called once the lift was recorded")
 		}
 	})
 }

@@ -77,6 +77,9 @@ type chanState struct {
 	registered bool
 	size       int  // desc's bytes, as counted in its server's total (limits.go)
 	lazy       bool // the registration is the host's own (lazy.go)
+	// lifting: the registration's lift (its initial decision) is being
+	// recorded; readers wait for it (ListedChannel.Lifting).
+	lifting bool
 	gen        int  // registrations removed so far: ops from before cancel
 	target     int  // bumped when the registration's type or address changes
 	// confirmed says the last lifecycle request for the current
@@ -135,6 +138,7 @@ type view struct {
 	desc            protocol.ChannelDescriptor
 	registered      bool
 	lazy            bool
+	lifting         bool
 	decision        *Decision
 	confirmed, open bool
 	// failure is the channel's last failed lifecycle request, failedAt
@@ -216,7 +220,7 @@ func (m *machine) ready() Ready {
 		c := m.chans[k]
 		var v *view
 		if c != nil && (c.registered || c.decision != nil) {
-			v = &view{desc: c.desc, registered: c.registered, lazy: c.lazy, confirmed: c.confirmed, open: c.open}
+			v = &view{desc: c.desc, registered: c.registered, lazy: c.lazy, lifting: c.lifting, confirmed: c.confirmed, open: c.open}
 			if c.decision != nil {
 				d := decisionOf(c.decision)
 				v.decision = &d

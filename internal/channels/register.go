@@ -365,7 +365,16 @@ func (m *machine) decideLifts(reg *registration) {
 			m.startRegistration(reg)
 			return
 		}
+		for _, c := range held {
+			c.lifting = true
+			m.dirty[c.key] = true
+		}
 		m.persist(held, recs, func(_ []store.Record, ok bool) {
+			for _, c := range held {
+				c.lifting = false
+			}
+			// What waited to be judged against the lifts may go.
+			m.out.Registered = true
 			reg.decided, reg.ok = true, ok
 			if !ok {
 				ids := make([]string, len(held))

@@ -124,6 +124,11 @@ type ListedChannel struct {
 	// Lazy says this host registered it itself, from a push that named
 	// it (lazy.go); its server never registered it.
 	Lazy bool `json:"lazy,omitempty"`
+	// Lifting says its registration's initial decision (the descriptor's
+	// initiallyOpen, the subscription policy) is being recorded: until
+	// it is, the channel reads as undecided, so a message read meanwhile
+	// waits for it (internal/agent's gate). channel_list doesn't show it.
+	Lifting bool `json:"-"`
 	// Lifecycle says its server takes channels/open and channels/close
 	// (it is granted channels.lifecycle); Registered that its server has
 	// it registered now. Channel sets them; channel_list doesn't show
@@ -179,7 +184,7 @@ func (v *view) listed(server string) ListedChannel {
 	}
 	d := v.desc
 	return ListedChannel{ID: d.ID, Type: d.Type, Label: d.Label, Direction: d.Direction, Open: v.confirmed && v.open, Desired: desired, ServerID: server,
-		PublishTarget: publishTarget(d.Capabilities), Private: privateDesc(d), Lazy: v.lazy}
+		PublishTarget: publishTarget(d.Capabilities), Private: privateDesc(d), Lazy: v.lazy, Lifting: v.lifting}
 }
 
 // privateDesc reports whether a descriptor says its channel is private:
@@ -537,7 +542,7 @@ func (r *Registry) Channel(server, id string) (ch ListedChannel, ok bool) {
 	if v.registered {
 		l := v.listed(server)
 		ch.Type, ch.Label, ch.Direction, ch.Registered = l.Type, l.Label, l.Direction, true
-		ch.PublishTarget, ch.Private, ch.Lazy = l.PublishTarget, l.Private, l.Lazy
+		ch.PublishTarget, ch.Private, ch.Lazy, ch.Lifting = l.PublishTarget, l.Private, l.Lazy, l.Lifting
 	}
 	ch.Lifecycle = r.directsLifecycle(server)
 	if ch.Desired == "unknown" && v.registered && ch.Lifecycle {
