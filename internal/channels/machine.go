@@ -77,14 +77,14 @@ type chanState struct {
 	registered bool
 	size       int  // desc's bytes, as counted in its server's total (limits.go)
 	lazy       bool // the registration is the host's own (lazy.go)
-	// lifting: the registration's lift (its initial decision) is being
-	// recorded; readers wait for it (ListedChannel.Lifting).
-	lifting bool
 	gen        int  // registrations removed so far: ops from before cancel
 	target     int  // bumped when the registration's type or address changes
 	// confirmed says the last lifecycle request for the current
 	// registration's target settled, and open what it settled to.
 	confirmed, open bool
+	// lifting: the registration's lift (its initial decision) is being
+	// recorded; readers wait for it (ListedChannel.Lifting).
+	lifting bool
 
 	lane lane
 	// writing counts the writes out that decide on the channel; settled
