@@ -272,7 +272,7 @@ func TestRunConversations(t *testing.T) {
 		r.t = t
 		r.send("incoming", `{"channelId":"lobby","messageId":"w2","text":"secret plan","tags":["chat:private","chat:mention"],"author":"eve"}`)
 		sh := r.shown("secret plan")
-		want := "[private] eve wrote to you privately in #lobby (lobby), but its server offers no private way to answer: what you say this turn is posted in #lobby (lobby), where everyone in it can read it. Say there only what may be public."
+		want := "[private] eve wrote to you privately in #lobby (lobby), but this host has no private way to answer it: what you say this turn is posted in #lobby (lobby), where everyone in it can read it. Say there only what may be public."
 		if !strings.Contains(sh.Text, want) {
 			t.Errorf("shown:\n%s\nwant %q before the reply", sh.Text, want)
 		}

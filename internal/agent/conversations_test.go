@@ -105,9 +105,9 @@ func TestPrivateReplies(t *testing.T) {
 		{"a DM named", `{"channelId":"dm:eve"}`, "", "dm:eve", "", "What you say this turn goes privately to @eve (dm:eve), not to #lobby (lobby)."},
 		{"a DM and a thread in it, the DM exact", `{"channelId":"dm:eve","threadId":"x"}`, "", "dm:eve", "x", "goes privately to @eve (dm:eve) in thread x, not to"},
 		{"a private thread of an exact channel", `{"threadId":"p9"}`, "exact", "lobby", "p9", "goes privately to #lobby (lobby) in thread p9, not to"},
-		{"a thread of a channel that isn't exact", `{"threadId":"p9"}`, "", "lobby", "-", "but its server offers no private way to answer: what you say this turn is posted in #lobby (lobby)"},
-		{"a channel not registered", `{"channelId":"dm:nobody"}`, "", "lobby", "-", "offers no private way"},
-		{"no hint", "", "", "lobby", "-", "offers no private way"},
+		{"a thread of a channel that isn't exact", `{"threadId":"p9"}`, "", "lobby", "-", "but this host has no private way to answer it: what you say this turn is posted in #lobby (lobby)"},
+		{"a channel not registered", `{"channelId":"dm:nobody"}`, "", "lobby", "-", "has no private way to answer it"},
+		{"no hint", "", "", "lobby", "-", "has no private way to answer it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bubble(t, Options{Agents: []Spec{{Name: "ada", Model: sayBack()}}}, func(h *harness) {

@@ -56,7 +56,6 @@ func (r *runner) privacy(it *item, m store.Message, ch channels.ListedChannel, m
 	if !slices.Contains(m.Tags, content.TagPrivate) {
 		return
 	}
-	it.private = true
 	if slices.Contains(m.Tags, content.TagDM) || ch.Private {
 		return
 	}

@@ -36,10 +36,9 @@ type item struct {
 	// self: the agent's own post, echoed back (chat:from-self): it never
 	// wakes the agent.
 	self bool
-	// private: it was sent privately (chat:private, which chat:dm
-	// implies); privately is where a private reply to it goes (nil: none
-	// offered, or its own channel is private). privacy.go.
-	private   bool
+	// privately is where a private reply to a message sent privately
+	// (chat:private) goes: nil when none is offered, or its own channel
+	// is private (privacy.go).
 	privately *place
 	// warn is the line said before the content of a private message:
 	// where the turn's reply goes (locus), and whether others read it.

@@ -235,14 +235,15 @@ func textPrivateReply(author, where, to string) string {
 	return fmt.Sprintf("[private] %s wrote to you privately in %s, which others there can read. What you say this turn goes privately to %s, not to %s.", author, where, to, where)
 }
 
-// textPublicReply: a private message on a shared channel whose server
-// offers no private way to answer. here: the turn's reply goes to that
-// channel.
+// textPublicReply: a private message on a shared channel that can't be
+// answered privately: its server offers no way, or the turn is a
+// conversation fork's, which answers in its own channel only. here: the
+// turn's reply goes to that channel.
 func textPublicReply(author, where string, here bool) string {
 	if here {
-		return fmt.Sprintf("[private] %s wrote to you privately in %s, but its server offers no private way to answer: what you say this turn is posted in %s, where everyone in it can read it. Say there only what may be public.", author, where, where)
+		return fmt.Sprintf("[private] %s wrote to you privately in %s, but this host has no private way to answer it: what you say this turn is posted in %s, where everyone in it can read it. Say there only what may be public.", author, where, where)
 	}
-	return fmt.Sprintf("[private] %s wrote to you privately in %s, but its server offers no private way to answer: a reply posted there can be read by everyone in it.", author, where)
+	return fmt.Sprintf("[private] %s wrote to you privately in %s, but this host has no private way to answer it: a reply posted there can be read by everyone in it.", author, where)
 }
 
 // textBotBound: bots' messages woke the agent bound turns in a row in a
