@@ -85,13 +85,14 @@ func (r *convRig) send(tool, args string) {
 	}
 }
 
-// speech waits for the agent's speech of text, and returns it.
-func (r *convRig) speech(text string) agent.Event {
+// await waits for the transcript's first event of kind that match
+// holds for, and returns it.
+func (r *convRig) await(kind, what string, match func(agent.Event) bool) agent.Event {
 	r.t.Helper()
 	var got agent.Event
-	r.run.tr.wait(r.t, 60*time.Second, "speech "+text, func(evs []agent.Event) bool {
+	r.run.tr.wait(r.t, 60*time.Second, what, func(evs []agent.Event) bool {
 		for _, ev := range evs {
-			if ev.Event == agent.EventSpeech && ev.Text == text {
+			if ev.Event == kind && match(ev) {
 				got = ev
 				return true
 			}
@@ -101,36 +102,22 @@ func (r *convRig) speech(text string) agent.Event {
 	return got
 }
 
-// shown waits for a shown message holding s, and returns its text.
+// speech waits for the agent's speech of text.
+func (r *convRig) speech(text string) agent.Event {
+	r.t.Helper()
+	return r.await(agent.EventSpeech, "speech "+text, func(ev agent.Event) bool { return ev.Text == text })
+}
+
+// shown waits for a shown message holding s.
 func (r *convRig) shown(s string) agent.Event {
 	r.t.Helper()
-	var got agent.Event
-	r.run.tr.wait(r.t, 60*time.Second, "a message shown with "+s, func(evs []agent.Event) bool {
-		for _, ev := range evs {
-			if ev.Event == agent.EventShown && strings.Contains(ev.Text, s) {
-				got = ev
-				return true
-			}
-		}
-		return false
-	})
-	return got
+	return r.await(agent.EventShown, "a message shown with "+s, func(ev agent.Event) bool { return strings.Contains(ev.Text, s) })
 }
 
 // notice waits for a notice holding s.
 func (r *convRig) notice(s string) agent.Event {
 	r.t.Helper()
-	var got agent.Event
-	r.run.tr.wait(r.t, 60*time.Second, "a notice with "+s, func(evs []agent.Event) bool {
-		for _, ev := range evs {
-			if ev.Event == agent.EventNotice && strings.Contains(ev.Text, s) {
-				got = ev
-				return true
-			}
-		}
-		return false
-	})
-	return got
+	return r.await(agent.EventNotice, "a notice with "+s, func(ev agent.Event) bool { return strings.Contains(ev.Text, s) })
 }
 
 // log is what the server got so far.
