@@ -43,11 +43,14 @@ type ChannelsPublishParams struct {
 }
 
 // ChannelsPublishResult answers channels/publish sent as a Request:
-// {delivered: true, messageId} or {delivered: false, reason}.
+// {delivered: true, messageId} or {delivered: false, reason}. ThreadID,
+// kept raw since null (the channel root) is not absent, says where the
+// post landed when the request named a place (RFC-011 §5).
 type ChannelsPublishResult struct {
-	Delivered bool   `json:"delivered"`
-	MessageID string `json:"messageId,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	Delivered bool            `json:"delivered"`
+	MessageID string          `json:"messageId,omitempty"`
+	ThreadID  json.RawMessage `json:"threadId,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
 }
 
 // Channel directions (SPEC §14.2).

@@ -30,9 +30,19 @@ type OpenRequest struct {
 type PublishRequest struct {
 	ChannelID      string
 	ConversationID string
-	ThreadID       string
-	Content        []json.RawMessage
-	Metadata       json.RawMessage
+	// ThreadID is the thread the host asks for, when it names one
+	// (RFC-011 §4); "" otherwise.
+	ThreadID string
+	// Target is where the host asks the post to land (RFC-011 §4): nil
+	// when the request carries no threadId (the server places it as it
+	// always has), pointing at "" for the channel root (threadId null),
+	// else at the thread's id (ThreadID's value). Any other threadId (a
+	// number, "", an object) is refused by the SDK, with nothing posted,
+	// before a handler is called. A handler that honours targets answers
+	// where the post landed in Posted.Thread (HandleChannelPublishTo).
+	Target   *string
+	Content  []json.RawMessage
+	Metadata json.RawMessage
 	// Notification reports that the host sent it as a notification: it
 	// expects no answer, so the handler's result goes only to the log.
 	Notification bool
@@ -78,7 +88,39 @@ func (s *Server) HandleChannelClose(h func(ctx context.Context, channelID string
 // answered {delivered: false, reason} with its text. A publish sent as a
 // notification gets no answer either way. See HandleChannelOpen for
 // ordering and gating.
+//
+// A publish that names a place (RFC-011 threadId) is answered without the
+// threadId echo, which a host reads as posted but not where asked: a server
+// whose channels declare capabilities.publish.target sets
+// HandleChannelPublishTo instead.
 func (s *Server) HandleChannelPublish(h func(ctx context.Context, req PublishRequest) (messageID string, err error)) {
+	s.HandleChannelPublishTo(func(ctx context.Context, req PublishRequest) (Posted, error) {
+		id, err := h(ctx, req)
+		return Posted{MessageID: id}, err
+	})
+}
+
+// Posted is what a publish handler set with HandleChannelPublishTo
+// posted: the message's id and, for a request that named a place
+// (PublishRequest.Target), where it landed.
+type Posted struct {
+	MessageID string
+	// Thread is where the post landed, answered as the result's threadId
+	// (RFC-011 §5): nil for none (right for a request with no Target),
+	// pointing at "" for the channel root (null), else at the thread's id.
+	// The host compares it with what it asked: it says where the post is,
+	// not where it was asked to go.
+	Thread *string
+}
+
+// HandleChannelPublishTo sets the handler of channels/publish, as
+// HandleChannelPublish does, for a server that honours RFC-011 targets:
+// the handler answers where the post landed (Posted.Thread), which the
+// result echoes as threadId. A target it cannot honour (a thread that does
+// not exist, a thread on a channel without threads) it refuses with an
+// error, nothing posted: answered {delivered: false, reason}. It replaces
+// a handler set with HandleChannelPublish, and the other way round.
+func (s *Server) HandleChannelPublishTo(h func(ctx context.Context, req PublishRequest) (Posted, error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.publish = h
@@ -305,18 +347,43 @@ func (c *Conn) channelPublish(ctx context.Context, req *wire.Request) (any, erro
 	if h == nil {
 		return nil, wire.ErrMethodNotFound
 	}
-	var p protocol.ChannelsPublishParams
+	// threadId is read apart, raw: absent, null and a string differ
+	// (RFC-011 §4), and a value of another type is refused below, not
+	// taken as invalid params.
+	var p struct {
+		protocol.ChannelsPublishParams
+		ThreadID json.RawMessage `json:"threadId"`
+	}
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ChannelID == "" {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: channels/publish needs a channelId and content"}
 	}
 	pr := PublishRequest{
-		ChannelID: p.ChannelID, ConversationID: p.ConversationID, ThreadID: p.ThreadID,
+		ChannelID: p.ChannelID, ConversationID: p.ConversationID,
 		Content: p.Content, Metadata: p.Metadata, Notification: req.IsNotification(),
 	}
-	id, err := h(ctx, pr)
+	if p.ThreadID != nil {
+		target, ok := publishTarget(p.ThreadID)
+		if !ok {
+			const reason = "not posted: threadId must be a thread's id (a non-empty string) or null for the channel root"
+			if pr.Notification {
+				c.log.Info("published notification not delivered", slog.String("channel", p.ChannelID), slog.String("reason", reason))
+				return nil, nil
+			}
+			return protocol.ChannelsPublishResult{Delivered: false, Reason: reason}, nil
+		}
+		pr.Target, pr.ThreadID = &target, target
+	}
+	posted, err := h(ctx, pr)
 	switch {
 	case err == nil:
-		return protocol.ChannelsPublishResult{Delivered: true, MessageID: id}, nil
+		res := protocol.ChannelsPublishResult{Delivered: true, MessageID: posted.MessageID}
+		if posted.Thread != nil {
+			res.ThreadID = json.RawMessage("null")
+			if *posted.Thread != "" {
+				res.ThreadID, _ = json.Marshal(*posted.Thread)
+			}
+		}
+		return res, nil
 	case errors.Is(err, ErrUnknownChannel):
 		return nil, unknownChannel(p.ChannelID)
 	}
@@ -328,6 +395,20 @@ func (c *Conn) channelPublish(ctx context.Context, req *wire.Request) (any, erro
 		return nil, nil
 	}
 	return protocol.ChannelsPublishResult{Delivered: false, Reason: err.Error()}, nil
+}
+
+// publishTarget reads a publish's threadId (RFC-011 §4): null is the
+// channel root (""), a non-empty string a thread; anything else is not
+// valid.
+func publishTarget(raw json.RawMessage) (string, bool) {
+	if string(raw) == "null" {
+		return "", true
+	}
+	var t string
+	if json.Unmarshal(raw, &t) != nil || t == "" {
+		return "", false
+	}
+	return t, true
 }
 
 // channelList answers the host's channels/list with the channels this

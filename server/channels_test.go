@@ -219,3 +219,78 @@ func TestChannelMethodsWithoutHandlers(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelPublishTargets: a publish's threadId (RFC-011 §4) reaches a
+// HandleChannelPublishTo handler as its Target, absent, null (the root)
+// and a string apart; the handler's Posted.Thread is echoed as the
+// result's threadId, null for the root; an invalid threadId is refused
+// with nothing posted and no handler called; and a HandleChannelPublish
+// handler's answer carries no echo, whatever was asked.
+func TestChannelPublishTargets(t *testing.T) {
+	s, _ := chatServer(nil)
+	var mu sync.Mutex
+	var targets []string // what the handler was asked, in order
+	s.HandleChannelPublishTo(func(_ context.Context, p server.PublishRequest) (server.Posted, error) {
+		asked := "absent"
+		if p.Target != nil {
+			asked = "thread " + *p.Target
+			if p.ThreadID != *p.Target {
+				t.Errorf("ThreadID %q, Target %q", p.ThreadID, *p.Target)
+			}
+		}
+		mu.Lock()
+		targets = append(targets, asked)
+		mu.Unlock()
+		switch {
+		case p.Target == nil:
+			return server.Posted{MessageID: "m-legacy"}, nil
+		case *p.Target == "gone":
+			return server.Posted{}, errors.New("there is no thread gone")
+		}
+		return server.Posted{MessageID: "m-" + *p.Target, Thread: p.Target}, nil
+	})
+	h := start(t, s)
+	h.initialize()
+	h.policy(allCaps, nil, []string{})
+	content := server.TextContent("hi")
+	for _, tc := range []struct {
+		name   string
+		thread any // the threadId sent; omitted when nil
+		want   string
+	}{
+		{"absent", nil, `{"delivered":true,"messageId":"m-legacy"}`},
+		{"root", json.RawMessage("null"), `{"delivered":true,"messageId":"m-","threadId":null}`},
+		{"thread", "t1", `{"delivered":true,"messageId":"m-t1","threadId":"t1"}`},
+		{"refused", "gone", `{"delivered":false,"reason":"there is no thread gone"}`},
+		{"empty string", "", `{"delivered":false,"reason":"not posted: threadId must be a thread's id (a non-empty string) or null for the channel root"}`},
+		{"number", 7, `{"delivered":false,"reason":"not posted: threadId must be a thread's id (a non-empty string) or null for the channel root"}`},
+		{"object", map[string]string{}, `{"delivered":false,"reason":"not posted: threadId must be a thread's id (a non-empty string) or null for the channel root"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := map[string]any{"channelId": "chat:#a", "content": content}
+			if tc.thread != nil {
+				params["threadId"] = tc.thread
+			}
+			var res json.RawMessage
+			h.call(protocol.MethodChannelsPublish, params, &res)
+			if string(res) != tc.want {
+				t.Errorf("publish = %s, want %s", res, tc.want)
+			}
+		})
+	}
+	mu.Lock()
+	got := targets
+	mu.Unlock()
+	if want := []string{"absent", "thread ", "thread t1", "thread gone"}; !cmp.Equal(got, want) {
+		t.Errorf("the handler was asked %q, want %q (the invalid ones never reach it)", got, want)
+	}
+
+	// HandleChannelPublish: no echo, so a host that asked for a thread
+	// reads the post as unconfirmed, as it should.
+	s.HandleChannelPublish(func(context.Context, server.PublishRequest) (string, error) { return "m-old", nil })
+	var res json.RawMessage
+	h.call(protocol.MethodChannelsPublish, map[string]any{"channelId": "chat:#a", "threadId": "t1", "content": content}, &res)
+	if string(res) != `{"delivered":true,"messageId":"m-old"}` {
+		t.Errorf("publish through HandleChannelPublish = %s", res)
+	}
+}

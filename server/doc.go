@@ -38,9 +38,10 @@
 //     -32002, a notification dropped with a log line.
 //  4. Tools (AddTool, HandleTool) answer tools/call, each call in its own
 //     goroutine. Channel handlers (HandleChannelOpen, HandleChannelClose,
-//     HandleChannelPublish, HandleChannelAcknowledge, HandleChannelTyping,
-//     HandleOutgoing) run in the order the host sent their messages, on
-//     the connection's dispatch goroutine: they must not wait on the host.
+//     HandleChannelPublish or HandleChannelPublishTo,
+//     HandleChannelAcknowledge, HandleChannelTyping, HandleOutgoing) run
+//     in the order the host sent their messages, on the connection's
+//     dispatch goroutine: they must not wait on the host.
 //  5. The connection ends when the host ends it (for stdio, when stdin
 //     closes), when the ctx it is served with ends, or at Conn.Close or
 //     Server.Close. ServeStdio and ServeConn return after

@@ -108,7 +108,7 @@ type Server struct {
 	byName  map[string]*tool
 	open    func(context.Context, OpenRequest) (protocol.ChannelDescriptor, error)
 	close   func(context.Context, string) error
-	publish func(context.Context, PublishRequest) (string, error)
+	publish func(context.Context, PublishRequest) (Posted, error)
 	// The handlers whose setting advertises their capability.
 	typing      func(context.Context, TypingRequest)
 	acknowledge func(context.Context, AcknowledgeRequest) (AcknowledgeResult, error)

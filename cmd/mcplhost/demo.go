@@ -31,7 +31,8 @@ seconds, with a summary and the paths of its transcript and store.
 
 ada runs on a scripted model (no API key, no network) that plays its part
 of the story: it answers alice in #general, joins #dev when dave asks
-(tripping over a channel that doesn't exist on the way), and declines
+(tripping over a channel that doesn't exist on the way), answers frank
+in his thread of #dev and bob's direct message privately, and declines
 carol's #random with a 👀. With ANTHROPIC_API_KEY set it runs on
 Anthropic's claude-haiku-4-5 instead, or, with OPENAI_API_KEY set and no
 Anthropic key, on OpenAI's gpt-4.1-mini; the demo then ends once the
@@ -51,37 +52,45 @@ did not finish in time; 2 for usage errors.
 `
 
 // The demo's room. Each post of the story after the first waits for the
-// agent's answer (+agent), so the story is three turns whatever the
-// machine's speed. The chatter around it (bob's and erin's posts) goes to
+// agent's answer (+agent), so the story is five turns whatever the
+// machine's speed: alice in #general, dave in #dev, frank in a thread of
+// #dev (answered in the thread), bob's direct message (answered
+// privately), carol in #random. The chatter around it (bob's and erin's posts) goes to
 // channels that are closed when it is posted, #random (never opened) and
 // #dev (before the agent joins it), so the reader sees ordinary traffic
 // that never reaches the agent, and the story stays deterministic: a post
 // in an open channel wakes the agent (docs/agents.md), which would take a
 // turn, and a step of the scripted model, the story doesn't have. A post's
-// id counts every post, delivered or not: carol's is chatroom-5.
+// id counts every post, delivered or not, DMs included: carol's is
+// chatroom-7.
 const demoRoom = `+500ms #random bob: has anyone tried the new coffee machine?
 +500ms #general alice @agent: morning! what did we decide about the release date?
 +agent #dev erin: CI is green on main again
 +0s #dev dave @agent: can you review PR 12? it touches the retry logic
++agent #dev/pr-12 frank @agent: is the retry backoff in PR 12 capped?
++agent @dm bob: between us, is PR 12 safe to merge before the release?
 +agent #random carol @agent: settle this for us: tabs or spaces?
 +500ms #random bob: spaces, obviously
 `
 
 // The demo's scripted agent: it answers alice, joins #dev when invited
-// (and trips over a channel that doesn't exist on the way), and declines
-// #random with an acknowledgment.
+// (and trips over a channel that doesn't exist on the way), answers frank
+// in his thread and bob in his DM (the host places both replies: its say
+// steps name no channel), and declines #random with an acknowledgment.
 const demoScript = `steps:
   - say: Morning, alice! We settled on Thursday for the release.
   - call:
       - {tool: channel_open, args: {channelId: "chatroom:#dev", serverId: room}}
       - {tool: room--history, args: {channel: "#nope"}}
   - say: "Joined #dev. Looking at PR 12 now; the retry logic is the part to check."
-  - call: [{tool: channel_decline, args: {channelId: "chatroom:#random", serverId: room, messageId: chatroom-5, acknowledge: "👀"}}]
+  - say: "Yes, frank: the backoff doubles from 1s and is capped at 30s."
+  - say: "Between us, bob: yes, once CI is green; the retry change is small."
+  - call: [{tool: channel_decline, args: {channelId: "chatroom:#random", serverId: room, messageId: chatroom-7, acknowledge: "👀"}}]
   - silent: true
 `
 
 // demoTurns is how many turns the scripted story has.
-const demoTurns = 3
+const demoTurns = 5
 
 // demoDeadline bounds the demo.
 const demoDeadline = 30 * time.Second

@@ -41,8 +41,10 @@ func inOrder(text string, lines ...string) string {
 // from this source), and checks its account shows the story, the room's
 // side interleaved with the agent's: a reply typed, streamed and
 // published; a join, with the channel's opening; a failed tool call; a
-// decline acknowledged; chatter that never reaches the agent; and the
-// summary, in time.
+// reply in a thread, landed in it; a direct message answered privately;
+// a decline acknowledged; chatter that never reaches the agent; and the
+// summary, in time. The host's transcript (the file the summary names)
+// says the same of the thread's reply and the DM's.
 func TestDemo(t *testing.T) {
 	noKeys(t)
 	t.Setenv("TMPDIR", t.TempDir()) // the demo's folder, removed after
@@ -76,10 +78,25 @@ func TestDemo(t *testing.T) {
 		`ada room--history: tool-error: There is no channel "#nope"; the channels are #general, #random, #dev.`,
 		"ada says in chatroom:#dev (delivered): Joined #dev. Looking at PR 12 now; the retry logic is the part to check.",
 		`ada channel_decline: ok: {"acknowledged":true,"channelId":"chatroom:#random","representation":"👀","status":"remained closed"}`,
+		// frank asks in a thread of #dev: the reply lands in the thread.
+		"  room #dev frank (in thread pr-12): @agent is the retry backoff in PR 12 capped?",
+		"ada turn 3, woken by chatroom-5 in chatroom:#dev on room",
+		"    | [#dev (chatroom:#dev) on room · from frank · thread pr-12 · addressed to you · message chatroom-5 · at ",
+		"  room #dev AGENT (in thread pr-12): Yes, frank: the backoff doubles from 1s and is capped at 30s.",
+		"ada says in chatroom:#dev (delivered): Yes, frank: the backoff doubles from 1s and is capped at 30s.",
+		"ada is told: [delivered] Your reply was posted to #dev (chatroom:#dev), in thread pr-12.",
+		// bob writes to ada directly: the reply opens the DM and lands
+		// there, privately.
+		"  room @bob bob (to the agent, privately): between us, is PR 12 safe to merge before the release?",
+		"    | [chatroom:dm:bob on room · from bob · direct message · addressed to you · message chatroom-6 · at ",
+		"  room @bob (the agent opened the channel)",
+		"  room @bob AGENT (to bob, privately): Between us, bob: yes, once CI is green; the retry change is small.",
+		"ada says in chatroom:dm:bob (delivered): Between us, bob: yes, once CI is green; the retry change is small.",
+		"  channel chatroom:dm:bob opened: ada's own message into the closed channel engaged it",
 		"  channel chatroom:#random stays closed: ada declined the invitation, acknowledged with 👀",
 		"  room #random bob: spaces, obviously   (not delivered: #random is not open)",
 		"  room (the script has played out: nobody posts from here on)",
-		"mcplhost demo: 3 turns, 2 replies delivered, 3 tool calls (1 failed), 2 notices",
+		"mcplhost demo: 5 turns, 4 replies delivered, 3 tool calls (1 failed), 5 notices",
 		"  model:      scripted\n",
 		"  transcript: ",
 		"  store: ",
@@ -94,8 +111,10 @@ func TestDemo(t *testing.T) {
 		{"  room #general AGENT: Morning, alice!", "ada says in chatroom:#general (delivered): Morning, alice!"},
 		{"  room #dev (the agent opened the channel)", `ada channel_open: ok: {"channelId":"chatroom:#dev","status":"opened"}`},
 		{"  room #dev AGENT: Joined #dev.", "ada says in chatroom:#dev (delivered): Joined #dev."},
+		{"  room #dev AGENT (in thread pr-12): Yes, frank:", "ada says in chatroom:#dev (delivered): Yes, frank:"},
+		{"  room @bob (the agent opened the channel)", "  room @bob AGENT (to bob, privately): Between us, bob:", "ada says in chatroom:dm:bob (delivered): Between us, bob:"},
 		{"  room #random (the agent saw carol's message and stays out: 👀)", "ada channel_decline: ok:"},
-		{"  room (the script has played out", "mcplhost demo: 3 turns"},
+		{"  room (the script has played out", "mcplhost demo: 5 turns"},
 	} {
 		if l := inOrder(text, pair...); l != "" {
 			t.Errorf("%q is missing or out of order (want %q first):\n%s", l, pair[0], text)
@@ -108,6 +127,62 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(text, "\x1b[") {
 		t.Errorf("--color never printed colour")
+	}
+	// Nothing else of the agent's landed in the thread or the DM.
+	if n := strings.Count(text, "  room #dev AGENT (in thread "); n != 1 {
+		t.Errorf("%d posts of the agent in a thread, want 1:\n%s", n, text)
+	}
+	if n := strings.Count(text, "  room @bob AGENT "); n != 1 {
+		t.Errorf("%d posts of the agent in bob's DM, want 1:\n%s", n, text)
+	}
+	demoTranscriptPlaces(t, text)
+}
+
+// demoTranscriptPlaces reads the host's transcript, at the path the
+// demo's summary gives, and checks where it says the thread's reply and
+// the DM's went: each speech delivered into its channel, and the thread's
+// confirmed in the thread (the room echoed it, RFC-011 §5).
+func demoTranscriptPlaces(t *testing.T, text string) {
+	t.Helper()
+	_, rest, ok := strings.Cut(text, "\n  transcript: ")
+	path, _, _ := strings.Cut(rest, " ")
+	if !ok || path == "" {
+		t.Fatalf("the summary names no transcript:\n%s", text)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []agent.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var ev agent.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("transcript line %q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	// speech finds the speech of text and the notice after it.
+	speech := func(prefix string) (agent.Event, string) {
+		for i, ev := range evs {
+			if ev.Event == agent.EventSpeech && strings.HasPrefix(ev.Text, prefix) {
+				for _, n := range evs[i+1:] {
+					if n.Event == agent.EventNotice && n.Turn == ev.Turn {
+						return ev, n.Text
+					}
+				}
+				return ev, ""
+			}
+		}
+		t.Errorf("the transcript has no speech %q", prefix)
+		return agent.Event{}, ""
+	}
+	if sp, notice := speech("Yes, frank:"); sp.Channel != "chatroom:#dev" || sp.Outcome != "delivered" ||
+		notice != "[delivered] Your reply was posted to #dev (chatroom:#dev), in thread pr-12." {
+		t.Errorf("the thread's reply: %+v, told %q; want delivered into chatroom:#dev, in thread pr-12", sp, notice)
+	}
+	if sp, notice := speech("Between us, bob:"); sp.Channel != "chatroom:dm:bob" || sp.Outcome != "delivered" ||
+		notice != "[delivered] Your reply was posted to chatroom:dm:bob." {
+		t.Errorf("the DM's reply: %+v, told %q; want delivered into chatroom:dm:bob", sp, notice)
 	}
 }
 
@@ -128,6 +203,8 @@ func TestDemoProviders(t *testing.T) {
 		{Text: "Thursday, alice."},
 		{Calls: []fakeapi.Call{{Name: "channel_open", Args: `{"channelId":"chatroom:#dev","serverId":"room"}`}}},
 		{Text: "Looking at PR 12 now."},
+		{Text: "Capped at 30s, frank."},
+		{Text: "Yes, bob, once CI is green."},
 	}
 	for _, tc := range []struct {
 		provider, key, baseURL, model string
@@ -136,10 +213,10 @@ func TestDemoProviders(t *testing.T) {
 		want                          []string
 	}{
 		{"anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", demoAnthropicModel, fakeapi.NewAnthropic,
-			fakeapi.Reply{Calls: []fakeapi.Call{{Name: "channel_decline", Args: `{"channelId":"chatroom:#random","serverId":"room","messageId":"chatroom-5","acknowledge":"👀"}`}}},
+			fakeapi.Reply{Calls: []fakeapi.Call{{Name: "channel_decline", Args: `{"channelId":"chatroom:#random","serverId":"room","messageId":"chatroom-7","acknowledge":"👀"}`}}},
 			[]string{
 				"  channel chatroom:#random stays closed: ada declined the invitation, acknowledged with 👀",
-				"mcplhost demo: 3 turns, 2 replies delivered, 2 tool calls (0 failed), 2 notices",
+				"mcplhost demo: 5 turns, 4 replies delivered, 2 tool calls (0 failed), 5 notices",
 			}},
 		// bob's last post in #random may come before the reply opens it or
 		// after (then it wakes the agent once more): the counts vary.
@@ -171,6 +248,10 @@ func TestDemoProviders(t *testing.T) {
 				"ada says in chatroom:#general (delivered): Thursday, alice.",
 				"  channel chatroom:#dev opened: ada joined it with channel_open",
 				"ada says in chatroom:#dev (delivered): Looking at PR 12 now.",
+				"  room #dev AGENT (in thread pr-12): Capped at 30s, frank.",
+				"ada says in chatroom:#dev (delivered): Capped at 30s, frank.",
+				"  room @bob AGENT (to bob, privately): Yes, bob, once CI is green.",
+				"ada says in chatroom:dm:bob (delivered): Yes, bob, once CI is green.",
 				"  room (the script has played out: nobody posts from here on)",
 				"  model:      " + tc.model + " on " + tc.provider + "\n",
 			}, tc.want...) {
@@ -179,8 +260,8 @@ func TestDemoProviders(t *testing.T) {
 				}
 			}
 			reqs := api.Requests()
-			if len(reqs) < 4 {
-				t.Errorf("the model was asked %d times, want 4 or more (one in the first turn, two in the second, one or two in the third)", len(reqs))
+			if len(reqs) < 6 {
+				t.Errorf("the model was asked %d times, want 6 or more (one in the first turn, two in the second, one each in the thread's and the DM's, one or two in the last)", len(reqs))
 			}
 			for _, r := range reqs {
 				var body struct {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -41,13 +42,14 @@ var quietLog = slog.New(slog.DiscardHandler)
 // capability it advertises, all seven leaves, so the whole room can be
 // driven.
 var hostImplements = []string{"tools", "channels.register", "channels.lifecycle", "channels.publish", "channels.incoming",
-	"channels.streaming", "channels.acknowledge", "channels.typing"}
+	"channels.streaming", "channels.acknowledge", "channels.typing", "pushEvents"}
 
 // scenarioScript needs no clock: the host's reactions, made while it
 // answers channels/incoming (the room waits for that answer before its next
 // post), decide what is open when each post comes. #random is never open
 // and #dev is closed after "two": an ambient post there is not delivered,
-// one that addresses the agent is.
+// one that addresses the agent is, in a thread too. dave's direct message
+// comes as a push event.
 const scenarioScript = `
 +0s #general alice: one
 +0s #random carol: hidden in random
@@ -56,6 +58,8 @@ const scenarioScript = `
 +0s #dev bob: four, after dev closed
 +0s #dev bob @agent: still there? dev is closed
 +0s #random carol @agent: a mention in random
++0s #dev/pr-12 bob @agent: in the thread
++0s @dm dave: just between us
 +0s #general alice @agent: five
 `
 
@@ -72,6 +76,7 @@ type testHost struct {
 	mu         sync.Mutex
 	registered []protocol.ChannelDescriptor
 	incoming   []protocol.IncomingMessage
+	pushed     []protocol.PushEventParams
 	done       chan struct{} // closed when "five" arrives
 }
 
@@ -151,10 +156,18 @@ func (h *testHost) connect(dial func(context.Context) (transport.Stream, error))
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	s, err := session.Connect(ctx, session.Config{
-		ID:             "chatroom",
-		Dial:           dial,
-		Implemented:    h.implements,
-		Handler:        h.handler(),
+		ID:          "chatroom",
+		Dial:        dial,
+		Implemented: h.implements,
+		Handler:     h.handler(),
+		// The session admits a push (its feature set declared and
+		// enabled) before it comes here.
+		OnPushEvent: func(_ context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
+			h.mu.Lock()
+			h.pushed = append(h.pushed, ev.Params)
+			h.mu.Unlock()
+			return protocol.PushEventResult{Accepted: true}, nil
+		},
 		Logger:         quietLog,
 		RequestTimeout: waitFor,
 		// The room may post before Connect returns (its first posts are
@@ -180,7 +193,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeAccepted {
 		t.Fatalf("policy = %+v, want accepted (every feature set's uses granted)", st.Policy)
 	}
-	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.messaging"}) {
+	if got := st.Grant.Enabled(); !slices.Equal(got, []string{"chat.direct", "chat.messaging"}) {
 		t.Errorf("enabled feature sets = %v", got)
 	}
 
@@ -196,16 +209,22 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	h.mu.Unlock()
 	var regs []string
 	for _, d := range registered {
-		regs = append(regs, fmt.Sprintf("%s open=%v", d.ID, d.InitiallyOpen))
+		regs = append(regs, fmt.Sprintf("%s open=%v %s", d.ID, d.InitiallyOpen, d.Capabilities))
 	}
-	if diff := fmt.Sprint(regs); diff != "[chatroom:#general open=true chatroom:#random open=false chatroom:#dev open=false]" {
+	// #dev has threads: it posts exactly where asked (RFC-011); the others
+	// have none. The DM is not registered: its push names it.
+	if diff := fmt.Sprint(regs); diff != `[chatroom:#general open=true {"publish":{"target":"root"}} chatroom:#random open=false {"publish":{"target":"root"}} chatroom:#dev open=false {"publish":{"target":"exact"}}]` {
 		t.Errorf("registered: %s", diff)
 	}
 	// #random was never opened; #dev's "four" came after it was closed.
 	// The posts that address the agent came all the same.
 	var got []string
 	for _, m := range incoming {
-		got = append(got, fmt.Sprintf("%s %s %q %v", m.ChannelID, m.Author, protocol.JoinText(m.Content), m.Tags))
+		place := m.ChannelID
+		if m.ThreadID != "" {
+			place += " thread " + m.ThreadID
+		}
+		got = append(got, fmt.Sprintf("%s %s %q %v", place, m.Author, protocol.JoinText(m.Content), m.Tags))
 	}
 	want := []string{
 		`chatroom:#general {"id":"u_alice","name":"alice"} "one" [chat:ambient chat:from-human]`,
@@ -213,6 +232,7 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 		`chatroom:#general {"id":"u_alice","name":"alice"} "three" [chat:ambient chat:from-human]`,
 		`chatroom:#dev {"id":"u_bob","name":"bob"} "@agent still there? dev is closed" [chat:mention chat:addressed chat:from-human]`,
 		`chatroom:#random {"id":"u_carol","name":"carol"} "@agent a mention in random" [chat:mention chat:addressed chat:from-human]`,
+		`chatroom:#dev thread pr-12 {"id":"u_bob","name":"bob"} "@agent in the thread" [chat:mention chat:addressed chat:from-human]`,
 		`chatroom:#general {"id":"u_alice","name":"alice"} "@agent five" [chat:mention chat:addressed chat:from-human]`,
 	}
 	if !slices.Equal(got, want) {
@@ -335,6 +355,89 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if !slices.Equal(shown, signals) {
 		t.Errorf("typing, streams, reactions and the agent's messages in the transcript:\ngot  %s\nwant %s",
 			strings.Join(shown, "\n     "), strings.Join(signals, "\n     "))
+	}
+	threadsAndDMs(t, h, sess, tr)
+}
+
+// threadsAndDMs checks the scenario's thread and direct message: dave's
+// DM came as a push event naming a DM channel the room never registered;
+// the agent's publishes land where they ask (RFC-011), in bob's thread of
+// #dev, at a root, in dave's DM, and each answer says where; a thread that
+// does not exist, or a thread of a channel without threads, is refused
+// with nothing posted.
+func threadsAndDMs(t *testing.T, h *testHost, sess *session.Session, tr *transcript) {
+	ctx := context.Background()
+	h.mu.Lock()
+	pushed := slices.Clone(h.pushed)
+	h.mu.Unlock()
+	if len(pushed) != 1 {
+		t.Fatalf("%d push events, want 1 (dave's DM): %+v", len(pushed), pushed)
+	}
+	ev := pushed[0]
+	var origin map[string]any
+	json.Unmarshal(ev.Origin, &origin)
+	wantOrigin := map[string]any{"mcplChannelId": "chatroom:dm:dave", "messageId": "chatroom-9", "isDM": true, "authorId": "u_dave", "authorName": "dave"}
+	if ev.FeatureSet != "chat.direct" || ev.EventID != "evt-chatroom-9" || !maps.Equal(origin, wantOrigin) ||
+		!slices.Equal(ev.Tags, []string{"chat:dm", "chat:from-human"}) || protocol.JoinText(ev.Payload.Content) != "just between us" {
+		t.Errorf("the DM's push: featureSet %q, eventId %q, origin %s, tags %v, text %q", ev.FeatureSet, ev.EventID, ev.Origin, ev.Tags, protocol.JoinText(ev.Payload.Content))
+	}
+	tr.wait(t, "[@dave] dave (to the agent, privately): just between us")
+	tr.wait(t, "[#dev] bob (in thread pr-12): @agent in the thread   (delivered though #dev is not open: it addresses the agent)")
+
+	// The DM channel opens, as the host does before its first reply into
+	// it; one nobody has written from does not exist.
+	var open protocol.ChannelsOpenResult
+	if err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:dm:dave"}, &open); err != nil {
+		t.Fatal(err)
+	}
+	if d := open.Channel; d.ID != "chatroom:dm:dave" || d.Label != "@dave" || !slices.Equal(d.Tags, []string{"chat:dm"}) || string(d.Capabilities) != `{"publish":{"target":"root"}}` {
+		t.Errorf("the DM's descriptor = %+v", d)
+	}
+	tr.wait(t, "[@dave] (the agent opened the channel)")
+	err := sess.Call(ctx, protocol.MethodChannelsOpen, protocol.ChannelsOpenParams{ChannelID: "chatroom:dm:zed"}, nil)
+	if ce, ok := err.(*wire.CallError); !ok || ce.Answer.Code != protocol.CodeUnknownChannel {
+		t.Errorf("open chatroom:dm:zed = %v, want -32023", err)
+	}
+
+	// publish sends threadId as given: absent when thread is nil, else
+	// the raw value ("null", a JSON string).
+	publish := func(channel, thread, text string) string {
+		t.Helper()
+		p := map[string]any{"channelId": channel, "content": []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"type":"text","text":%q}`, text))}}
+		if thread != "" {
+			p["threadId"] = json.RawMessage(thread)
+		}
+		var res json.RawMessage
+		if err := sess.Call(ctx, protocol.MethodChannelsPublish, p, &res); err != nil {
+			t.Fatal(err)
+		}
+		return string(res)
+	}
+	for _, tc := range []struct{ channel, thread, text, want, line string }{
+		{"chatroom:#dev", `"pr-12"`, "in the thread, yes", `{"delivered":true,"messageId":"chatroom-agent-2","threadId":"pr-12"}`, "[#dev] AGENT (in thread pr-12): in the thread, yes"},
+		{"chatroom:#dev", `null`, "at dev's root", `{"delivered":true,"messageId":"chatroom-agent-3","threadId":null}`, "[#dev] AGENT: at dev's root"},
+		{"chatroom:#dev", `"pr-99"`, "lost", `{"delivered":false,"reason":"not posted: there is no thread pr-99 in #dev"}`, "[#dev] (the agent's message was refused: there is no thread pr-99 in #dev)"},
+		{"chatroom:#general", `"pr-12"`, "lost too", `{"delivered":false,"reason":"not posted: #general has no threads, so it has no thread pr-12"}`, "[#general] (the agent's message was refused: #general has no threads, so it has no thread pr-12)"},
+		{"chatroom:#general", `null`, "at general's root", `{"delivered":true,"messageId":"chatroom-agent-4","threadId":null}`, "[#general] AGENT: at general's root"},
+		{"chatroom:dm:dave", ``, "between us, then", `{"delivered":true,"messageId":"chatroom-agent-5"}`, "[@dave] AGENT (to dave, privately): between us, then"},
+		{"chatroom:dm:dave", `"pr-12"`, "not in a DM", `{"delivered":false,"reason":"not posted: @dave has no threads, so it has no thread pr-12"}`, "[@dave] (the agent's message was refused: @dave has no threads, so it has no thread pr-12)"},
+	} {
+		if got := publish(tc.channel, tc.thread, tc.text); got != tc.want {
+			t.Errorf("publish %q to %s, threadId %s = %s, want %s", tc.text, tc.channel, tc.thread, got, tc.want)
+		}
+		tr.wait(t, tc.line)
+	}
+	// Nothing refused was posted: #dev's history has the thread's post
+	// and the root's, and not the lost one.
+	var hist protocol.CallToolResult
+	if err := sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: "history", Arguments: json.RawMessage(`{"channel":"#dev"}`)}, &hist); err != nil {
+		t.Fatal(err)
+	}
+	if text := hist.Text(); !strings.HasSuffix(text, "bob (in thread pr-12): @agent in the thread\nagent (in thread pr-12): in the thread, yes\nagent: at dev's root") {
+		t.Errorf("history #dev = %q", text)
+	}
+	if strings.Contains(tr.String(), "lost") {
+		t.Errorf("a refused message was posted:\n%s", tr)
 	}
 }
 

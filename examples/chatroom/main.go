@@ -1,10 +1,13 @@
 // Command chatroom is an MCPL server that simulates a chat platform, built
 // on the server SDK: channels #general (open from the start), #random and
-// #dev; simulated people who post on a schedule from a script, some
-// messages addressing the agent (tagged chat:mention), most of them
-// ambient. It declares one feature set, chat.messaging, using all seven
-// channel capabilities, and registers its channels only when the host
-// enables it. It honours channels/open, channels/close, channels/publish,
+// #dev, which has threads (its descriptor declares RFC-011 publish target
+// exact, the others root); simulated people who post on a schedule from a
+// script, some messages addressing the agent (tagged chat:mention), some
+// in a thread, some direct messages to the agent (push events naming a DM
+// channel the room never registers), most of them ambient. It declares
+// two feature sets, chat.messaging, using all seven channel capabilities,
+// and chat.direct, for DMs, and registers its channels only when the host
+// enables the first. It honours channels/open, channels/close, channels/publish,
 // channels/typing, channels/acknowledge and the outgoing stream, writes a
 // transcript of the room (the agent's messages, typing and reactions
 // included) to stderr, or to the file -transcript names, and exits when

@@ -19,11 +19,31 @@ import (
 // start (initiallyOpen).
 var Channels = []string{"#general", "#random", "#dev"}
 
+// Threaded are the channels with threads: their descriptors declare
+// publish target "exact" (RFC-011), and a script's post may sit in one of
+// their threads ("#dev/pr-12"). The others declare "root": they have no
+// threads.
+var Threaded = []string{"#dev"}
+
 // channelType is the descriptors' type, and the prefix of their ids.
 const channelType = "chatroom"
 
-// channelID is the MCPL channel id of a room channel ("chatroom:#general").
-func channelID(name string) string { return channelType + ":" + name }
+// dmPrefix starts a direct message's channel id after channelType's
+// prefix: "chatroom:dm:bob" is bob's DM with the agent, which the room
+// calls "@bob".
+const dmPrefix = "dm:"
+
+// channelID is the MCPL channel id of a room channel ("chatroom:#general")
+// or a DM ("@bob": "chatroom:dm:bob").
+func channelID(name string) string {
+	if person, ok := strings.CutPrefix(name, "@"); ok {
+		return channelType + ":" + dmPrefix + person
+	}
+	return channelType + ":" + name
+}
+
+// dmName is the room's name for person's DM with the agent ("@bob").
+func dmName(person string) string { return "@" + person }
 
 // historyKeep bounds each channel's history, per connection.
 const historyKeep = 50
@@ -98,6 +118,14 @@ type visit struct {
 	// streams collects the chunks of each outgoing stream until its
 	// complete.
 	streams map[streamKey][]chunk
+	// threads are the threads people have posted in, by channel name: a
+	// publish may target these (RFC-011 §3: every threadId the room sent
+	// is a publish target).
+	threads map[string]map[string]bool
+	// dms are the people who have sent the agent a direct message: their
+	// DM channels exist ("chatroom:dm:bob"), and the host may open them
+	// and publish to them.
+	dms map[string]bool
 	// spoke has a value after a message of the agent, for the script's
 	// "+agent" posts (Play).
 	spoke chan struct{}
@@ -109,10 +137,34 @@ func (r *Room) visitOf(c *server.Conn) *visit {
 	v := r.visits[c]
 	if v == nil {
 		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}, spoke: make(chan struct{}, 1),
-			posts: map[string]Post{}, typing: map[string]typingState{}, streams: map[streamKey][]chunk{}}
+			posts: map[string]Post{}, typing: map[string]typingState{}, streams: map[streamKey][]chunk{},
+			threads: map[string]map[string]bool{}, dms: map[string]bool{}}
 		r.visits[c] = v
 	}
 	return v
+}
+
+// resolve names the room channel or DM a channel id is ("chatroom:#dev"
+// is "#dev", "chatroom:dm:bob" "@bob"): a DM only once its person has
+// written to the agent in this connection.
+func (v *visit) resolve(id string) (string, bool) {
+	name, ok := strings.CutPrefix(id, channelType+":")
+	if !ok {
+		return "", false
+	}
+	if person, ok := strings.CutPrefix(name, dmPrefix); ok {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return dmName(person), v.dms[person]
+	}
+	return name, slices.Contains(Channels, name)
+}
+
+// hasThread reports whether people have posted in thread of channel.
+func (v *visit) hasThread(channel, thread string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.threads[channel][thread]
 }
 
 func (v *visit) isOpen(name string) bool {
@@ -154,11 +206,21 @@ func (v *visit) remember(name, line string) {
 	v.history[name] = h
 }
 
-// featureMessaging is the room's one feature set: the whole chat
-// platform, as real chat connectors declare it, using all seven channel
-// leaves. A host that grants fewer gets it disabled (the receipt says what
-// it misses), and the room then registers nothing and delivers nothing.
+// featureMessaging is the room's feature set for its channels: the whole
+// chat platform, as real chat connectors declare it, using all seven
+// channel leaves. A host that grants fewer gets it disabled (the receipt
+// says what it misses), and the room then registers nothing and delivers
+// nothing.
 const featureMessaging = "chat.messaging"
+
+// featureDirect is the room's feature set for direct messages: a DM
+// reaches the host as a push/event naming its DM channel (RFC-011 §3), a
+// channel the room never registers, and the host answers it by opening
+// that channel and publishing to it. Disabled, the room delivers no DM.
+const featureDirect = "chat.direct"
+
+// directUses is what chat.direct uses.
+var directUses = []string{"pushEvents", "channels.lifecycle", "channels.publish"}
 
 // channelLeaves are the seven channel capabilities of SPEC §14.1: what the
 // room advertises and what chat.messaging uses.
@@ -168,26 +230,31 @@ var channelLeaves = []string{
 }
 
 // Server returns the room's MCPL server: it advertises the seven channel
-// leaves, declares one feature set, chat.messaging, that uses them all,
-// serves every host → server channel method, and has one tool, history.
+// leaves and pushEvents, declares two feature sets, chat.messaging, that
+// uses the seven, and chat.direct, for direct messages, serves every host →
+// server channel method, and has one tool, history.
 func (r *Room) Server(version string) *server.Server {
 	s := server.New("chatroom", version, &server.Options{
-		Instructions: "A simulated chat room with channels #general, #random and #dev. " +
-			"People talk on a schedule; messages that address you are tagged chat:mention. " +
+		Instructions: "A simulated chat room with channels #general, #random and #dev (which has threads). " +
+			"People talk on a schedule; messages that address you are tagged chat:mention, and people may write to you directly (chat:dm). " +
 			"Open a channel to receive its messages (those that address you arrive from any channel); use history to catch up on one.",
-		Capabilities: channelLeaves,
+		Capabilities: append(slices.Clone(channelLeaves), "pushEvents"),
 		FeatureSets: []server.FeatureSet{{
 			Name: featureMessaging,
 			Description: "The room's channels: people's messages delivered as they are posted; the agent opens and closes channels, " +
 				"posts, reacts to a message it stays out of, and is shown typing and streaming",
 			Uses: channelLeaves,
+		}, {
+			Name:        featureDirect,
+			Description: "Direct messages: a person's message to the agent alone, delivered as a push event naming its DM channel, which the agent answers privately",
+			Uses:        directUses,
 		}},
 		OnConnect: r.visitRoom,
 		Logger:    r.log,
 	})
 	s.HandleChannelOpen(r.open)
 	s.HandleChannelClose(r.close)
-	s.HandleChannelPublish(r.publish)
+	s.HandleChannelPublishTo(r.publish)
 	s.HandleChannelTyping(r.typing)
 	s.HandleChannelAcknowledge(r.acknowledge)
 	s.HandleOutgoing(r.outgoing)
@@ -195,12 +262,29 @@ func (r *Room) Server(version string) *server.Server {
 	return s
 }
 
-// descriptor describes a room channel.
+// Publish targets a descriptor declares (RFC-011 §3).
+var (
+	targetExact = json.RawMessage(`{"publish":{"target":"exact"}}`)
+	targetRoot  = json.RawMessage(`{"publish":{"target":"root"}}`)
+)
+
+// descriptor describes a room channel ("#dev") or a DM ("@bob").
 func descriptor(name string) protocol.ChannelDescriptor {
+	if person, ok := strings.CutPrefix(name, "@"); ok {
+		addr, _ := json.Marshal(map[string]string{"dm": person})
+		return protocol.ChannelDescriptor{
+			ID: channelID(name), Type: channelType, Label: name, Direction: protocol.DirectionBidirectional,
+			Address: addr, Tags: []string{"chat:dm"}, Capabilities: targetRoot,
+		}
+	}
 	addr, _ := json.Marshal(map[string]string{"channel": name})
+	caps := targetRoot
+	if slices.Contains(Threaded, name) {
+		caps = targetExact
+	}
 	return protocol.ChannelDescriptor{
 		ID: channelID(name), Type: channelType, Label: name, Direction: protocol.DirectionBidirectional,
-		Address: addr, InitiallyOpen: name == Channels[0],
+		Address: addr, InitiallyOpen: name == Channels[0], Capabilities: caps,
 	}
 }
 
@@ -219,17 +303,14 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 	case <-ctx.Done():
 		return
 	}
+	if p, _ := c.Policy(); !p.FeatureSetEnabled(featureDirect) {
+		r.log.Warn("chat.direct is not enabled; no direct message will be delivered", "missing", missingOf(p, directUses))
+	}
 	if p, _ := c.Policy(); !p.FeatureSetEnabled(featureMessaging) {
 		// The host did not grant all seven channel leaves (or chose not
 		// to enable the set): as a real connector does, the room runs no
 		// part of it, and goes on in the transcript and history only.
-		var missing []string
-		for _, leaf := range channelLeaves {
-			if !p.Has(leaf) {
-				missing = append(missing, leaf)
-			}
-		}
-		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered", "missing", missing)
+		r.log.Warn("chat.messaging is not enabled; no channel is registered and no message delivered", "missing", missingOf(p, channelLeaves))
 		r.play(ctx, c, v)
 		<-ctx.Done()
 		return
@@ -270,6 +351,17 @@ func (r *Room) visitRoom(ctx context.Context, c *server.Conn) {
 	<-ctx.Done() // the room stays, and answers the host, until the connection ends
 }
 
+// missingOf is what of uses p does not grant.
+func missingOf(p server.Policy, uses []string) []string {
+	var missing []string
+	for _, leaf := range uses {
+		if !p.Has(leaf) {
+			missing = append(missing, leaf)
+		}
+	}
+	return missing
+}
+
 // ScriptOver is the transcript's line once the script has played out
 // (with -loop, only for a script that takes no time, which plays once):
 // from then on nobody posts, though the room still answers the host. A
@@ -293,18 +385,32 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	v.mu.Lock()
 	v.posted++
 	n := v.posted
+	id := fmt.Sprintf("chatroom-%d", n)
+	v.posts[id] = p
+	delete(v.posts, fmt.Sprintf("chatroom-%d", n-postsKeep))
+	if p.Thread != "" {
+		if v.threads[p.Channel] == nil {
+			v.threads[p.Channel] = map[string]bool{}
+		}
+		v.threads[p.Channel][p.Thread] = true
+	}
+	if p.DM {
+		v.dms[p.Author] = true
+	}
 	v.mu.Unlock()
+	if p.DM {
+		r.deliverDM(ctx, c, v, p, id)
+		return
+	}
 	text := p.Text
 	if p.Mention {
 		text = "@agent " + text
 	}
 	line := p.Author + ": " + text
+	if p.Thread != "" {
+		line = p.Author + " (in thread " + p.Thread + "): " + text
+	}
 	v.remember(p.Channel, line)
-	id := fmt.Sprintf("chatroom-%d", n)
-	v.mu.Lock()
-	v.posts[id] = p
-	delete(v.posts, fmt.Sprintf("chatroom-%d", n-postsKeep))
-	v.mu.Unlock()
 	switch {
 	case v.isOpen(p.Channel):
 		r.transcript.printf("[%s] %s", p.Channel, line)
@@ -318,6 +424,7 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	msg := server.Message{
 		ChannelID: channelID(p.Channel),
 		MessageID: id,
+		ThreadID:  p.Thread,
 		Author:    server.Author{ID: "u_" + p.Author, Name: p.Author},
 		Content:   server.TextContent(text),
 		Tags:      []string{"chat:ambient", "chat:from-human"},
@@ -341,12 +448,47 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	}
 }
 
-// channelName resolves an open request to a room channel: by id
-// ("chatroom:#dev"), or by type "chatroom" and address {"channel": "#dev"}.
-func channelName(req server.OpenRequest) (string, bool) {
+// deliverDM sends the host a direct message, as a chat connector does: a
+// push/event naming its DM channel (origin.mcplChannelId), a channel the
+// room never registered, with its author and message id, tagged chat:dm.
+// A DM reaches the agent whatever is open, as on a chat platform; it
+// needs chat.direct enabled.
+func (r *Room) deliverDM(ctx context.Context, c *server.Conn, v *visit, p Post, id string) {
+	line := p.Author + " (to the agent, privately): " + p.Text
+	v.remember(p.Channel, line)
+	if pol, _ := c.Policy(); !pol.FeatureSetEnabled(featureDirect) {
+		r.transcript.printf("[%s] %s   (not delivered: the host has not enabled %s, direct messages)", p.Channel, line, featureDirect)
+		return
+	}
+	r.transcript.printf("[%s] %s", p.Channel, line)
+	res, err := c.PushEvent(ctx, server.Event{
+		FeatureSet: featureDirect,
+		EventID:    "evt-" + id,
+		Origin: map[string]any{
+			"mcplChannelId": channelID(p.Channel), "messageId": id, "isDM": true,
+			"authorId": "u_" + p.Author, "authorName": p.Author,
+		},
+		Content: server.TextContent(p.Text),
+		Tags:    []string{"chat:dm", "chat:from-human"},
+	})
+	var ge *server.GrantError
+	switch {
+	case errors.As(err, &ge):
+		r.log.Info("direct message not delivered: not granted", "channel", p.Channel, "script_line", p.Line, "error", err.Error())
+	case err != nil && ctx.Err() == nil:
+		r.log.Warn("direct message not delivered", "channel", p.Channel, "script_line", p.Line, "error", err.Error())
+	case err == nil && !res.Accepted:
+		r.log.Info("the host did not accept a direct message", "channel", p.Channel, "script_line", p.Line, "reason", res.Reason)
+	}
+}
+
+// channelName resolves an open request to a room channel or a DM: by id
+// ("chatroom:#dev", "chatroom:dm:bob"), or, for a channel, by type
+// "chatroom" and address {"channel": "#dev"}. A DM exists once its person
+// has written to the agent.
+func (v *visit) channelName(req server.OpenRequest) (string, bool) {
 	if req.ChannelID != "" {
-		name, ok := strings.CutPrefix(req.ChannelID, channelType+":")
-		return name, ok && slices.Contains(Channels, name)
+		return v.resolve(req.ChannelID)
 	}
 	var addr struct {
 		Channel string `json:"channel"`
@@ -363,43 +505,68 @@ func channelName(req server.OpenRequest) (string, bool) {
 // closing ones never opened, which changes nothing in the room. close
 // likewise.
 func (r *Room) open(ctx context.Context, req server.OpenRequest) (protocol.ChannelDescriptor, error) {
-	name, ok := channelName(req)
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.channelName(req)
 	if !ok {
 		return protocol.ChannelDescriptor{}, server.ErrUnknownChannel
 	}
-	c, _ := server.ConnFromContext(ctx)
-	if !r.visitOf(c).swapOpen(name, true) {
+	if !v.swapOpen(name, true) {
 		r.transcript.printf("[%s] (the agent opened the channel)", name)
 	}
 	return descriptor(name), nil
 }
 
 func (r *Room) close(ctx context.Context, id string) error {
-	name, ok := channelName(server.OpenRequest{ChannelID: id})
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.resolve(id)
 	if !ok {
 		return server.ErrUnknownChannel
 	}
-	c, _ := server.ConnFromContext(ctx)
-	if r.visitOf(c).swapOpen(name, false) {
+	if v.swapOpen(name, false) {
 		r.transcript.printf("[%s] (the agent closed the channel)", name)
 	}
 	return nil
 }
 
-// publish posts the agent's message to a room channel, open or not: a
-// chat platform lets anyone post where they can see. The transcript shows
-// it as "AGENT".
-func (r *Room) publish(ctx context.Context, p server.PublishRequest) (string, error) {
-	name, ok := channelName(server.OpenRequest{ChannelID: p.ChannelID})
+// publish posts the agent's message to a room channel or a DM, open or
+// not: a chat platform lets anyone post where they can see. The transcript
+// shows it as "AGENT", with where it landed: "AGENT (in thread pr-12)",
+// "AGENT (to bob, privately)".
+//
+// It honours RFC-011 targets: a publish naming a thread of a threaded
+// channel (#dev) posts in it, one naming null posts at the channel's root,
+// and the answer echoes where; a thread nobody has posted in, or a thread
+// on a channel or DM without threads, is refused with nothing posted. A
+// publish naming no place posts at the root, and echoes nothing, as
+// before targets.
+func (r *Room) publish(ctx context.Context, p server.PublishRequest) (server.Posted, error) {
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.resolve(p.ChannelID)
 	if !ok {
-		return "", server.ErrUnknownChannel
+		return server.Posted{}, server.ErrUnknownChannel
 	}
 	text := strings.TrimSpace(p.Text())
 	if text == "" {
-		return "", errors.New("nothing to post: the message has no text")
+		return server.Posted{}, errors.New("nothing to post: the message has no text")
 	}
-	c, _ := server.ConnFromContext(ctx)
-	v := r.visitOf(c)
+	thread := ""
+	if p.Target != nil {
+		thread = *p.Target
+	}
+	switch {
+	case thread == "":
+	case !slices.Contains(Threaded, name):
+		err := fmt.Errorf("not posted: %s has no threads, so it has no thread %s", name, thread)
+		r.transcript.printf("[%s] (the agent's message was refused: %s)", name, strings.TrimPrefix(err.Error(), "not posted: "))
+		return server.Posted{}, err
+	case !v.hasThread(name, thread):
+		err := fmt.Errorf("not posted: there is no thread %s in %s", thread, name)
+		r.transcript.printf("[%s] (the agent's message was refused: %s)", name, strings.TrimPrefix(err.Error(), "not posted: "))
+		return server.Posted{}, err
+	}
 	v.mu.Lock()
 	v.said++
 	id := fmt.Sprintf("chatroom-agent-%d", v.said)
@@ -407,13 +574,20 @@ func (r *Room) publish(ctx context.Context, p server.PublishRequest) (string, er
 		v.typing[name] = typingPosted // the message ends the indicator
 	}
 	v.mu.Unlock()
-	v.remember(name, "agent: "+text)
-	r.transcript.printf("[%s] AGENT: %s", name, text)
+	who := "AGENT"
+	switch {
+	case thread != "":
+		who = "AGENT (in thread " + thread + ")"
+	case strings.HasPrefix(name, "@"):
+		who = "AGENT (to " + strings.TrimPrefix(name, "@") + ", privately)"
+	}
+	v.remember(name, strings.Replace(who, "AGENT", "agent", 1)+": "+text)
+	r.transcript.printf("[%s] %s: %s", name, who, text)
 	select {
 	case v.spoke <- struct{}{}:
 	default:
 	}
-	return id, nil
+	return server.Posted{MessageID: id, Thread: p.Target}, nil
 }
 
 // typingState is the agent's typing indicator in a channel.
@@ -431,13 +605,13 @@ const (
 // channel meanwhile; a message of the agent's ends the indicator, as on a
 // chat platform, so its stop needs no line.
 func (r *Room) typing(ctx context.Context, req server.TypingRequest) {
-	name, ok := channelName(server.OpenRequest{ChannelID: req.ChannelID})
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.resolve(req.ChannelID)
 	if !ok {
 		r.log.Info("typing in an unknown channel ignored", "channel", req.ChannelID)
 		return
 	}
-	c, _ := server.ConnFromContext(ctx)
-	v := r.visitOf(c)
 	v.mu.Lock()
 	was := v.typing[name]
 	if req.Op == server.TypingStart {
@@ -462,12 +636,12 @@ func (r *Room) typing(ctx context.Context, req server.TypingRequest) {
 // connection's latest), in the channel named; any other is answered
 // acknowledged false, with the reason.
 func (r *Room) acknowledge(ctx context.Context, req server.AcknowledgeRequest) (server.AcknowledgeResult, error) {
-	name, ok := channelName(server.OpenRequest{ChannelID: req.ChannelID})
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.resolve(req.ChannelID)
 	if !ok {
 		return server.AcknowledgeResult{}, server.ErrUnknownChannel
 	}
-	c, _ := server.ConnFromContext(ctx)
-	v := r.visitOf(c)
 	v.mu.Lock()
 	p, known := v.posts[req.MessageID]
 	v.mu.Unlock()
@@ -501,13 +675,13 @@ type chunk struct {
 // none, the chunks' in index order. The stream is advisory: it is not a
 // message, and stays out of the history.
 func (r *Room) outgoing(ctx context.Context, ev server.OutgoingEvent) {
-	name, ok := channelName(server.OpenRequest{ChannelID: ev.ChannelID})
+	c, _ := server.ConnFromContext(ctx)
+	v := r.visitOf(c)
+	name, ok := v.resolve(ev.ChannelID)
 	if !ok {
 		r.log.Info("outgoing stream to an unknown channel ignored", "channel", ev.ChannelID)
 		return
 	}
-	c, _ := server.ConnFromContext(ctx)
-	v := r.visitOf(c)
 	k := streamKey{ev.InferenceID, name}
 	v.mu.Lock()
 	chunks, open := v.streams[k]

@@ -116,7 +116,7 @@ func TestRoomSchedule(t *testing.T) {
 // nothing and delivers nothing, as a real connector does, and the script
 // plays into the transcript and the history only.
 func TestRoomFourLeavesHost(t *testing.T) {
-	posts, err := ParseScript(strings.NewReader("+0s #general alice: one\n+0s #dev bob @agent: two\n"), Channels)
+	posts, err := ParseScript(strings.NewReader("+0s #general alice: one\n+0s #dev bob @agent: two\n+0s @dm carol: three\n"), Channels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +135,11 @@ func TestRoomFourLeavesHost(t *testing.T) {
 	if st.Policy == nil || st.Policy.Outcome != grant.OutcomeDegraded || st.Policy.Receipt == nil {
 		t.Fatalf("policy = %+v, want degraded", st.Policy)
 	}
+	// Neither set: the host serves no push events either, so no DM.
 	uf := st.Policy.Receipt.UnavailableFeatures
-	if len(uf) != 1 || uf[0].FeatureSet != "chat.messaging" ||
-		!slices.Equal(uf[0].MissingCapabilities, []string{"channels.streaming", "channels.acknowledge", "channels.typing"}) {
+	if len(uf) != 2 || uf[0].FeatureSet != "chat.messaging" ||
+		!slices.Equal(uf[0].MissingCapabilities, []string{"channels.streaming", "channels.acknowledge", "channels.typing"}) ||
+		uf[1].FeatureSet != "chat.direct" || !slices.Equal(uf[1].MissingCapabilities, []string{"pushEvents"}) {
 		t.Errorf("unavailable features = %+v", uf)
 	}
 	if got := st.Grant.Enabled(); len(got) != 0 {
@@ -145,7 +147,9 @@ func TestRoomFourLeavesHost(t *testing.T) {
 	}
 	tr.wait(t, "[#general] alice: one   (not delivered: #general is not open)")
 	tr.wait(t, "[#dev] bob: @agent two   (not delivered: #dev is not open)")
+	tr.wait(t, "[@carol] carol (to the agent, privately): three   (not delivered: the host has not enabled chat.direct, direct messages)")
 	tr.wait(t, ScriptOver)
+	logs.wait(t, `level=WARN msg="chat.direct is not enabled; no direct message will be delivered" missing=[pushEvents]`)
 	logs.wait(t, `level=WARN msg="chat.messaging is not enabled; no channel is registered and no message delivered" missing="[channels.streaming channels.acknowledge channels.typing]"`)
 	// The history tool still answers.
 	var hist protocol.CallToolResult
@@ -158,8 +162,8 @@ func TestRoomFourLeavesHost(t *testing.T) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.registered) != 0 || len(h.incoming) != 0 {
-		t.Errorf("registered %v, incoming %v: want nothing", h.registered, h.incoming)
+	if len(h.registered) != 0 || len(h.incoming) != 0 || len(h.pushed) != 0 {
+		t.Errorf("registered %v, incoming %v, pushed %v: want nothing", h.registered, h.incoming, h.pushed)
 	}
 	if strings.Contains(tr.String(), "(open from the start)") {
 		t.Errorf("the transcript says #general is open:\n%s", tr)

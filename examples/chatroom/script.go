@@ -12,24 +12,32 @@ import (
 )
 
 // Post is one line of a script: after Delay (since the previous post),
-// Author says Text in Channel ("#general"); Mention marks a message that
-// addresses the agent. AfterAgent ("+agent" in the script) waits, instead
-// of a delay, for the agent's first message after the previous post.
+// Author says Text in Channel ("#general"), in its Thread when that is
+// set ("#dev/pr-12" in the script); Mention marks a message that
+// addresses the agent. DM ("@dm bob" in the script) marks a direct
+// message from Author to the agent: its Channel is "@" and the author's
+// name ("@bob"), and it addresses the agent. AfterAgent ("+agent" in the
+// script) waits, instead of a delay, for the agent's first message after
+// the previous post.
 type Post struct {
 	Delay      time.Duration
 	AfterAgent bool
 	Channel    string
+	Thread     string
+	DM         bool
 	Author     string
 	Mention    bool
 	Text       string
 	Line       int // in the script, for messages about it
 }
 
-// postLine is "+DELAY #CHANNEL AUTHOR[ @agent]: TEXT".
-var postLine = regexp.MustCompile(`^\+(\S+)\s+(#[A-Za-z0-9_-]+)\s+([A-Za-z0-9_.-]+)(\s+@agent)?:\s*(.*)$`)
+// postLine is "+DELAY #CHANNEL[/THREAD] AUTHOR[ @agent]: TEXT" or
+// "+DELAY @dm AUTHOR: TEXT".
+var postLine = regexp.MustCompile(`^\+(\S+)\s+(?:(#[A-Za-z0-9_-]+)(?:/([A-Za-z0-9_.-]+))?|(@dm))\s+([A-Za-z0-9_.-]+)(\s+@agent)?:\s*(.*)$`)
 
 // ParseScript reads a script (README.md describes the format). Every
-// channel must be one of channels. An error names the line.
+// channel must be one of channels, and a thread must be in one of
+// Threaded. An error names the line.
 func ParseScript(r io.Reader, channels []string) ([]Post, error) {
 	var posts []Post
 	sc := bufio.NewScanner(r)
@@ -40,20 +48,28 @@ func ParseScript(r io.Reader, channels []string) ([]Post, error) {
 		}
 		m := postLine.FindStringSubmatch(line)
 		if m == nil {
-			return nil, fmt.Errorf("line %d: %q is not \"+DELAY #channel author[ @agent]: text\"", n, line)
+			return nil, fmt.Errorf("line %d: %q is not \"+DELAY #channel[/thread] author[ @agent]: text\" nor \"+DELAY @dm author: text\"", n, line)
 		}
+		channel, thread, dm, author, mention, text := m[2], m[3], m[4] != "", m[5], m[6] != "", strings.TrimSpace(m[7])
 		d, err := time.ParseDuration(m[1])
 		after := m[1] == "agent"
 		if !after && (err != nil || d < 0) {
 			return nil, fmt.Errorf("line %d: delay %q is not a duration such as 2s or 1m30s, nor agent", n, m[1])
 		}
-		if !slices.Contains(channels, m[2]) {
-			return nil, fmt.Errorf("line %d: there is no channel %s; the channels are %s", n, m[2], strings.Join(channels, ", "))
+		switch {
+		case dm && mention:
+			return nil, fmt.Errorf("line %d: a direct message addresses the agent already: drop the @agent", n)
+		case dm:
+			channel, mention = dmName(author), true
+		case !slices.Contains(channels, channel):
+			return nil, fmt.Errorf("line %d: there is no channel %s; the channels are %s", n, channel, strings.Join(channels, ", "))
+		case thread != "" && !slices.Contains(Threaded, channel):
+			return nil, fmt.Errorf("line %d: %s has no threads; threads are in %s", n, channel, strings.Join(Threaded, ", "))
 		}
-		if strings.TrimSpace(m[5]) == "" {
+		if text == "" {
 			return nil, fmt.Errorf("line %d: the message is empty", n)
 		}
-		posts = append(posts, Post{Delay: d, AfterAgent: after, Channel: m[2], Author: m[3], Mention: m[4] != "", Text: strings.TrimSpace(m[5]), Line: n})
+		posts = append(posts, Post{Delay: d, AfterAgent: after, Channel: channel, Thread: thread, DM: dm, Author: author, Mention: mention, Text: text, Line: n})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -18,6 +18,8 @@ func TestParseScript(t *testing.T) {
    +1m30s   #dev   bob @agent:   can you review PR 12?  
 
 +0s #random carol.b: a: colon inside
++agent #dev/pr-12 frank @agent: is the backoff capped?
++1s @dm bob: just between us
 `), Channels)
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +28,8 @@ func TestParseScript(t *testing.T) {
 		{Delay: 2 * time.Second, Channel: "#general", Author: "alice", Text: "hello everyone", Line: 3},
 		{Delay: 90 * time.Second, Channel: "#dev", Author: "bob", Mention: true, Text: "can you review PR 12?", Line: 4},
 		{Delay: 0, Channel: "#random", Author: "carol.b", Text: "a: colon inside", Line: 6},
+		{AfterAgent: true, Channel: "#dev", Thread: "pr-12", Author: "frank", Mention: true, Text: "is the backoff capped?", Line: 7},
+		{Delay: time.Second, Channel: "@bob", DM: true, Author: "bob", Mention: true, Text: "just between us", Line: 8},
 	}
 	if diff := cmp.Diff(want, posts); diff != "" {
 		t.Errorf("posts (-want +got):\n%s", diff)
@@ -58,6 +62,11 @@ func TestParseScriptErrors(t *testing.T) {
 		{"+1s #ops alice: hi", "line 1: there is no channel #ops; the channels are #general, #random, #dev"},
 		{"+1s #general alice:   ", "line 1: the message is empty"},
 		{"+1s #general alice @bob: hi", "is not"},
+		{"+1s #general/t1 alice: hi", "line 1: #general has no threads; threads are in #dev"},
+		{"+1s #dev/ alice: hi", "is not"},
+		{"+1s @dm bob @agent: hi", "line 1: a direct message addresses the agent already: drop the @agent"},
+		{"+1s @dm: hi", "is not"},
+		{"+1s @bob alice: hi", "is not"},
 		{"# nothing\n\n", "the script has no posts"},
 	} {
 		_, err := ParseScript(strings.NewReader(tc.in), Channels)
@@ -72,17 +81,26 @@ func TestDefaultScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mentions, byChannel := 0, map[string]int{}
+	mentions, threaded, dms, byChannel := 0, 0, 0, map[string]int{}
 	for _, p := range posts {
-		byChannel[p.Channel]++
+		switch {
+		case p.DM:
+			dms++
+		case p.Thread != "":
+			threaded++
+			fallthrough
+		default:
+			byChannel[p.Channel]++
+		}
 		if p.Mention {
 			mentions++
 		}
 	}
 	// The demo needs each channel to speak, some messages to address the
-	// agent, and #general (open from the start) to address it early.
-	if len(byChannel) != len(Channels) || mentions < 3 || mentions == len(posts) {
-		t.Errorf("default script: %d posts by channel %v, %d mentions", len(posts), byChannel, mentions)
+	// agent, #general (open from the start) to address it early, and a
+	// thread and a direct message to show.
+	if len(byChannel) != len(Channels) || mentions < 3 || mentions == len(posts) || threaded == 0 || dms == 0 {
+		t.Errorf("default script: %d posts by channel %v, %d mentions, %d in threads, %d DMs", len(posts), byChannel, mentions, threaded, dms)
 	}
 	for _, p := range posts {
 		if p.Channel == "#general" && p.Mention {
