@@ -152,7 +152,7 @@ func (tp transcriptPrinter) event(ev agent.Event) {
 	case agent.EventTurnStart:
 		var from []string
 		for _, w := range ev.WokenBy {
-			if w.Kind == "push" {
+			if w.Kind == "push" && w.Channel == "" {
 				from = append(from, "event "+w.MessageID+" from "+w.Server)
 			} else {
 				from = append(from, w.MessageID+" in "+w.Channel+" on "+w.Server)

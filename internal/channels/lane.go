@@ -221,6 +221,9 @@ func (m *machine) response(key Key, opID int64, answer json.RawMessage, err erro
 	c.confirmed, c.open = true, o.want
 	c.failure = nil
 	m.dirty[c.key] = true
+	if o.want && c.lazy {
+		m.describeLazy(c, answer)
+	}
 	if wantOpen(c.decision) != o.want && !c.lane.queuedFor(c.gen) {
 		// The decision changed while the request was out, and no queued
 		// work will carry it out: go again.

@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/mcpl-go/mcpl/internal/content"
@@ -194,4 +195,34 @@ func (m *machine) lazyKept() []int64 {
 		}
 	}
 	return out
+}
+
+// describeLazy takes, for a lazy registration its server has just opened,
+// the descriptor the server answered with ({channel: descriptor} naming
+// the same id): its label, type, tags and capabilities then read as the
+// server describes the channel (a DM's @name, its publish target). One
+// that is refused as a registration would be, or names another id, is not
+// taken; the registration stays lazy either way (its server never
+// registered it).
+func (m *machine) describeLazy(c *chanState, answer json.RawMessage) {
+	var a struct {
+		Channel *json.RawMessage `json:"channel"`
+	}
+	if json.Unmarshal(answer, &a) != nil || a.Channel == nil {
+		return
+	}
+	var d protocol.ChannelDescriptor
+	if json.Unmarshal(*a.Channel, &d) != nil || d.ID != c.key.Channel || checkDescriptor(d) != "" {
+		return
+	}
+	size := len(*a.Channel)
+	if m.checkSize(c.key.Server, c, size) != "" {
+		return
+	}
+	// Its target stays the one just opened (the id alone): a new one
+	// would have the channel opened again.
+	d.Type, d.Address = c.desc.Type, c.desc.Address
+	c.desc = d
+	m.setSize(c, size)
+	m.dirty[c.key] = true
 }

@@ -52,11 +52,20 @@ func TestLazyRegistration(t *testing.T) {
 
 		// A reply into it opens it first, as into any closed channel.
 		out := rg.publishAsync("dm:bob")
-		rg.srv.expect("open", "dm:bob").ok()
+		rg.srv.expect("open", "dm:bob").answer(map[string]any{"channel": map[string]any{"id": "dm:bob", "type": "dm", "label": "@bob", "tags": []string{"chat:dm"},
+			"capabilities": map[string]any{"publish": map[string]string{"target": "root"}}}})
 		rg.srv.expect("publish", "dm:bob").answer(map[string]any{"delivered": true, "messageId": "m1"})
 		if o := recv(t, out); o.Status != Delivered {
 			t.Fatalf("publish into the lazy channel = %+v", o)
 		}
+		// The open's answer describes it: its label, privacy and target
+		// as its server has them; still lazy, its target unchanged (no
+		// second open).
+		if ch, _ := rg.reg.Channel("s", "dm:bob"); !ch.Lazy || ch.Label != "@bob" || !ch.Private || ch.PublishTarget != "root" || ch.Type != "" {
+			t.Errorf("after its open the lazy channel reads %+v, want the server's label, privacy and target, still lazy", ch)
+		}
+		synctest.Wait()
+		rg.srv.none()
 
 		// A restart: the lazy channel is live again once its server is.
 		rg.reg.Close()
