@@ -153,8 +153,8 @@ func (e agentEnv) Typing(server, channel string) (func(), bool) {
 	return e.h.channels.Typing(server, channel)
 }
 
-func (e agentEnv) Stream(server, channel string) agent.Stream {
-	if s := e.h.channels.Stream(server, channel); s != nil {
+func (e agentEnv) Stream(server, channel string, thread *string) agent.Stream {
+	if s := e.h.channels.Stream(server, channel, thread); s != nil {
 		return s
 	}
 	return nil

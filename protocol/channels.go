@@ -110,6 +110,10 @@ type ChannelsOutgoingChunkParams struct {
 	ChannelID      string `json:"channelId"`
 	Index          int    `json:"index"`
 	Delta          string `json:"delta"`
+	// ThreadID is the place the stream's final channels/publish asks for
+	// (RFC-011 §6), raw: absent (nil) when it asks for none, null for the
+	// channel root, else the thread's id as a JSON string.
+	ThreadID json.RawMessage `json:"threadId,omitempty"`
 }
 
 // ChannelsOutgoingCompleteParams is channels/outgoing/complete (host →
@@ -119,4 +123,6 @@ type ChannelsOutgoingCompleteParams struct {
 	ConversationID string            `json:"conversationId"`
 	ChannelID      string            `json:"channelId"`
 	Content        []json.RawMessage `json:"content"`
+	// ThreadID is as in ChannelsOutgoingChunkParams.
+	ThreadID json.RawMessage `json:"threadId,omitempty"`
 }

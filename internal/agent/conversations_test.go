@@ -238,3 +238,20 @@ func TestMessageWaitsForTheLift(t *testing.T) {
 		}
 	})
 }
+
+// The stream of a reply in a thread carries the thread, as its publish
+// does (RFC-011 §6).
+func TestStreamAsksForTheReplyThread(t *testing.T) {
+	env := newEnv()
+	env.streams = map[string]bool{"chat/room": true}
+	bubble(t, Options{Env: env, Agents: []Spec{{Name: "ada", Model: streamingModel{sayBack()}}}}, func(h *harness) {
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "room", PublishTarget: "exact"})
+		h.add(threaded(chanMsg("chat", "room", "m1", "hi", content.TagAddressed), "T3"))
+		h.env.mu.Lock()
+		got := slices.Clone(h.env.streamThreads)
+		h.env.mu.Unlock()
+		if _, threads := h.env.publications(); !slices.Equal(got, []string{"T3"}) || !slices.Equal(threads, []string{"T3"}) {
+			t.Errorf("streams asked for %q and publications for %q, want T3 both", got, threads)
+		}
+	})
+}

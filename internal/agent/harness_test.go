@@ -48,6 +48,8 @@ type fakeEnv struct {
 	calls    []envCall
 	pubs     []publication
 	threads  []string // each publication's thread (threadOf)
+	// streamThreads is the thread each stream was made for (threadOf).
+	streamThreads []string
 }
 
 type envCall struct {
@@ -537,13 +539,14 @@ func (e *fakeEnv) Typing(server, channel string) (func(), bool) {
 	}, true
 }
 
-func (e *fakeEnv) Stream(server, channel string) Stream {
+func (e *fakeEnv) Stream(server, channel string, thread *string) Stream {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	where := server + "/" + channel
 	if !e.streams[where] {
 		return nil
 	}
+	e.streamThreads = append(e.streamThreads, threadOf(thread))
 	return fakeStream{e, where}
 }
 

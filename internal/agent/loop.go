@@ -464,7 +464,7 @@ func (t *turn) stream(inf Inference) *streaming {
 	if t.locus == nil {
 		return nil
 	}
-	to := t.r.rt.opts.Env.Stream(t.locus.server, t.locus.channel)
+	to := t.r.rt.opts.Env.Stream(t.locus.server, t.locus.channel, t.target())
 	if to == nil {
 		return nil
 	}

@@ -116,7 +116,8 @@ type Env interface {
 	// Stream is where the agent's speech into a channel streams as the
 	// model generates it; nil for nowhere (the server didn't declare
 	// streaming).
-	Stream(server, channel string) Stream
+	// thread is the place its final publish asks for (RFC-011 §6).
+	Stream(server, channel string, thread *string) Stream
 }
 
 // Stream receives the speech an agent is generating for a channel

@@ -256,18 +256,30 @@ type Outgoing struct {
 	srv     *serverState
 	server  string
 	channel string
+	thread  json.RawMessage // threadId as the final publish carries it (nil: none)
 }
 
 // Stream returns the stream of speech into server's channel, or nil when
 // nothing may be streamed there: the server isn't granted
 // channels.streaming, or the delivery path would refuse the speech (the
 // server isn't granted channels.publish, the channel isn't registered).
-func (r *Registry) Stream(server, channel string) *Outgoing {
+// thread is the place the final publish asks for (nil none, pointing at
+// "" the root): every chunk and the completion carry it as threadId, as
+// RFC-011 §6 has it.
+func (r *Registry) Stream(server, channel string, thread *string) *Outgoing {
 	srv := r.server(server)
 	if srv == nil || !r.streamable(srv, Key{server, channel}) {
 		return nil
 	}
-	return &Outgoing{r: r, srv: srv, server: server, channel: channel}
+	o := &Outgoing{r: r, srv: srv, server: server, channel: channel}
+	switch {
+	case thread == nil:
+	case *thread == "":
+		o.thread = json.RawMessage("null")
+	default:
+		o.thread, _ = json.Marshal(*thread)
+	}
+	return o
 }
 
 // streamable reports whether speech may be streamed into k now.
@@ -284,13 +296,13 @@ func (r *Registry) streamable(srv *serverState, k Key) bool {
 
 // Chunk sends one delta.
 func (o *Outgoing) Chunk(inferenceID, conversationID string, index int, delta string) {
-	o.send(protocol.MethodChannelsOutgoingChunk, protocol.ChannelsOutgoingChunkParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Index: index, Delta: delta})
+	o.send(protocol.MethodChannelsOutgoingChunk, protocol.ChannelsOutgoingChunkParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Index: index, Delta: delta, ThreadID: o.thread})
 }
 
 // Complete closes the inference's stream with its full text.
 func (o *Outgoing) Complete(inferenceID, conversationID, text string) {
 	b, _ := json.Marshal(protocol.TextContent{Type: "text", Text: text})
-	o.send(protocol.MethodChannelsOutgoingComplete, protocol.ChannelsOutgoingCompleteParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}})
+	o.send(protocol.MethodChannelsOutgoingComplete, protocol.ChannelsOutgoingCompleteParams{InferenceID: inferenceID, ConversationID: conversationID, ChannelID: o.channel, Content: []json.RawMessage{b}, ThreadID: o.thread})
 }
 
 // send sends a notification, unless the grant or the channel went; not

@@ -300,7 +300,7 @@ func TestTypingAndStreamFailuresLogged(t *testing.T) {
 			t.Errorf("typing failures logged in full %d times, want 1 (the rest counted):\n%s", n, rg.logs.Dump())
 		}
 
-		o := rg.reg.Stream("f", "c")
+		o := rg.reg.Stream("f", "c", nil)
 		if o == nil {
 			t.Fatal("Stream: nil")
 		}
@@ -322,17 +322,17 @@ func TestStreamRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rg := newRig(t)
 		openedChannel(rg, desc("c", true))
-		if o := rg.reg.Stream("s", "c"); o != nil {
+		if o := rg.reg.Stream("s", "c", nil); o != nil {
 			t.Error("Stream without channels.streaming: not nil")
 		}
 		rg.srv.setGrant("channels.streaming", true)
-		if o := rg.reg.Stream("s", "x"); o != nil {
+		if o := rg.reg.Stream("s", "x", nil); o != nil {
 			t.Error("Stream into an unregistered channel: not nil")
 		}
-		if o := rg.reg.Stream("t", "c"); o != nil {
+		if o := rg.reg.Stream("t", "c", nil); o != nil {
 			t.Error("Stream to an unknown server: not nil")
 		}
-		o := rg.reg.Stream("s", "c")
+		o := rg.reg.Stream("s", "c", nil)
 		if o == nil {
 			t.Fatal("Stream with the grant into a registered channel: nil")
 		}
@@ -344,12 +344,12 @@ func TestStreamRefused(t *testing.T) {
 		// Without channels.publish the delivery path would refuse the
 		// speech: nothing streams.
 		rg.srv.setGrant("channels.publish", false)
-		if o := rg.reg.Stream("s", "c"); o != nil {
+		if o := rg.reg.Stream("s", "c", nil); o != nil {
 			t.Error("Stream without channels.publish: not nil")
 		}
 		rg.srv.setGrant("channels.publish", true)
 		rg.reg.Disconnected("s", false)
-		if o := rg.reg.Stream("s", "c"); o != nil {
+		if o := rg.reg.Stream("s", "c", nil); o != nil {
 			t.Error("Stream into a channel no longer registered: not nil")
 		}
 		synctest.Wait()
@@ -371,7 +371,7 @@ func TestStreamChunksAndComplete(t *testing.T) {
 				} else {
 					rg.registered("c")
 				}
-				o := rg.reg.Stream("s", "c")
+				o := rg.reg.Stream("s", "c", nil)
 				if o == nil {
 					t.Fatal("Stream: nil")
 				}
@@ -396,7 +396,7 @@ func TestStreamEmptyDeltaAndText(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rg := newRig(t, rigCaps("channels.streaming")...)
 		rg.registered("c")
-		o := rg.reg.Stream("s", "c")
+		o := rg.reg.Stream("s", "c", nil)
 		if o == nil {
 			t.Fatal("Stream: nil")
 		}
@@ -468,4 +468,32 @@ func TestTypingWhileOpenIsConfirmed(t *testing.T) {
 		synctest.Wait()
 		checkNotes(t, rg.srv, "typed", typingNote(t, "c", "start"), typingNote(t, "c", "stop"))
 	})
+}
+
+// A stream carries the place its final publish asks for (RFC-011 §6): a
+// thread's id, null for the root, nothing when no place is asked.
+func TestStreamCarriesTheThread(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		thread *string
+		field  string
+	}{
+		{"a thread", thr("t1"), `,"threadId":"t1"`},
+		{"the root", thr(""), `,"threadId":null`},
+		{"no place", nil, ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rg := newRig(t, rigCaps("channels.streaming")...)
+				rg.registered("c")
+				o := rg.reg.Stream("s", "c", tc.thread)
+				o.Chunk("i", "v", 0, "hi")
+				o.Complete("i", "v", "hi")
+				checkNotes(t, rg.srv, "of a stream asking for "+tc.name,
+					wantNote(t, protocol.MethodChannelsOutgoingChunk, `{"inferenceId":"i","conversationId":"v","channelId":"c","index":0,"delta":"hi"`+tc.field+`}`),
+					wantNote(t, protocol.MethodChannelsOutgoingComplete, `{"inferenceId":"i","conversationId":"v","channelId":"c","content":[{"type":"text","text":"hi"}]`+tc.field+`}`),
+				)
+			})
+		})
+	}
 }
