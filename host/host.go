@@ -451,6 +451,7 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 			h.connected[cfg.ID] = time.Now()
 			h.mu.Unlock()
 			h.warnUnhonoured(cfg, s)
+			h.channels.Connected(cfg.ID)
 			h.wakeAgents()
 			// Every connection lists the tools: until the server is
 			// registered, connectMarked does; after that, this does. The

@@ -138,8 +138,13 @@ type Entry struct {
 const (
 	// KindChannelMessage is a channels/incoming message (Kind "").
 	KindChannelMessage = ""
-	// KindPushEvent is a push/event: MessageID is its eventId, Channel
-	// "", FeatureSet its feature set.
+	// KindPushEvent is a push/event: MessageID is its eventId,
+	// FeatureSet its feature set, Channel "" unless its origin named the
+	// channel its message is in (origin.mcplChannelId, RFC-011 rev. 3;
+	// ThreadID then its origin.threadId). The dedupe key is the same
+	// (server, channel, message id), so such a push shares its channel's
+	// key space: one whose eventId is a message id of that channel is the
+	// same message.
 	KindPushEvent = "push"
 )
 

@@ -37,6 +37,9 @@ type convRig struct {
 	t   *testing.T
 	run *runProc
 	ctl control
+	// from is how many transcript events there were when the last send
+	// went: what a case waits for comes after it.
+	from int
 }
 
 func newConvRig(t *testing.T) *convRig {
@@ -79,19 +82,20 @@ agents:
 // accepted what it sent.
 func (r *convRig) send(tool, args string) {
 	r.t.Helper()
+	r.from = len(r.run.tr.all())
 	out := r.ctl.call(r.t, waitFor, tool, args)
 	if !strings.Contains(out, `"accepted":true`) && !strings.Contains(out, `"notified"`) {
 		r.t.Fatalf("%s %s: %s", tool, args, out)
 	}
 }
 
-// await waits for the transcript's first event of kind that match
-// holds for, and returns it.
+// await waits for the first event of kind that match holds for since
+// the last send, and returns it.
 func (r *convRig) await(kind, what string, match func(agent.Event) bool) agent.Event {
 	r.t.Helper()
 	var got agent.Event
 	r.run.tr.wait(r.t, 60*time.Second, what, func(evs []agent.Event) bool {
-		for _, ev := range evs {
+		for _, ev := range evs[min(r.from, len(evs)):] {
 			if ev.Event == kind && match(ev) {
 				got = ev
 				return true
@@ -270,8 +274,14 @@ func TestRunConversations(t *testing.T) {
 	t.Run("bots do not wake by default", func(t *testing.T) {
 		r.t = t
 		r.send("incoming", `{"channelId":"lobby","messageId":"b0","text":"beep at you","tags":["chat:mention","chat:from-bot"],"author":"robo"}`)
-		// Shown between turns, no model call: then a person's message
-		// wakes the agent, which reads both.
+		// Shown between turns, with no turn started for it.
+		r.shown("beep at you")
+		for _, ev := range r.run.tr.all()[r.from:] {
+			if ev.Event == agent.EventTurnStart {
+				t.Errorf("a bot's message woke the agent: %+v", ev)
+			}
+		}
+		// A person's message wakes the agent, which reads both.
 		r.send("incoming", `{"channelId":"lobby","messageId":"h0","text":"person here","tags":["chat:mention"]}`)
 		r.speech("person here")
 		for _, ev := range r.run.tr.all() {
@@ -279,7 +289,6 @@ func TestRunConversations(t *testing.T) {
 				t.Error("a bot's message woke the agent, which answered it")
 			}
 		}
-		r.shown("beep at you")
 	})
 
 	t.Run("a bot loop stops at the bound", func(t *testing.T) {
@@ -292,6 +301,11 @@ func TestRunConversations(t *testing.T) {
 		r.notice("[host] Messages from bots in #bots (bots) have woken you 3 times in a row, the most this host allows: from now on they don't wake you there until a person writes there. You still read what bots write there when something else wakes you.")
 		r.send("incoming", `{"channelId":"bots","messageId":"k4","text":"bot says 4","tags":["chat:mention","chat:from-bot"],"author":"robo"}`)
 		r.shown("bot says 4")
+		for _, ev := range r.run.tr.all()[r.from:] {
+			if ev.Event == agent.EventTurnStart {
+				t.Errorf("the fourth bot message in a row woke the agent: %+v", ev)
+			}
+		}
 		// A person speaks there: bots may wake the agent again.
 		r.send("incoming", `{"channelId":"bots","messageId":"h1","text":"a person in bots","tags":["chat:mention","chat:from-human"]}`)
 		r.speech("a person in bots")

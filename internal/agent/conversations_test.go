@@ -255,3 +255,29 @@ func TestStreamAsksForTheReplyThread(t *testing.T) {
 		}
 	})
 }
+
+// A whisper with a private way to answer, in a turn that answers another
+// message: the agent reads how to answer it privately.
+func TestPrivateWayWhenTheTurnAnswersAnother(t *testing.T) {
+	m := &fakeModel{held: true, respond: sayBack().respond}
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m}}}, func(h *harness) {
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "lobby", Label: "#lobby"})
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "dm:eve", Label: "@eve", Private: true})
+		h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "dev", Label: "#dev"})
+		// A first turn holds the agent, so the next two come together.
+		h.add(chanMsg("chat", "dev", "d0", "first", content.TagAddressed))
+		addMessages(t, h.st, privateMsg("lobby", "w1", "psst", `{"channelId":"dm:eve"}`), chanMsg("chat", "dev", "d1", "later", content.TagAddressed))
+		h.rt.Wake()
+		synctest.Wait()
+		release(m)
+		release(m)
+		reqs := m.requests()
+		want := `[private] eve wrote to you privately in #lobby (lobby), which others there can read. To answer privately, call channel_publish with channelId "dm:eve" and serverId "chat", which posts to @eve (dm:eve); a reply posted in #lobby (lobby) can be read by everyone in it.`
+		if len(reqs) != 2 || !containsText(userTexts(reqs[1].Messages), want) {
+			t.Fatalf("the second turn read %q, want %q", userTexts(reqs[len(reqs)-1].Messages), want)
+		}
+		if pubs, _ := h.env.publications(); len(pubs) != 2 || pubs[1].Channel != "dev" {
+			t.Errorf("published %+v, want the second turn's reply in dev", pubs)
+		}
+	})
+}

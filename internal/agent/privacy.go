@@ -63,9 +63,15 @@ func (r *runner) privacy(it *item, m store.Message, ch channels.ListedChannel, m
 	if p, ok := r.privateReply(m, ch, msg.replyHint); ok {
 		it.privately = &p
 		to := channelRef(r.channelOf(p.server, p.channel), p.channel) + threadWords(p.thread)
+		fork := r.fork
 		it.warn = func(locus *forkKey) string {
-			if locus != nil && *locus == p.forkKey {
+			switch {
+			case locus != nil && *locus == p.forkKey:
 				return textPrivateReply(author, where, to)
+			case !fork:
+				// The turn answers another message: the private way is
+				// there for a reply of its own.
+				return textPrivateWay(author, where, to, p.server, p.channel)
 			}
 			return textPublicReply(author, where, locus != nil && it.locus != nil && *locus == *it.locus)
 		}

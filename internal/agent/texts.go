@@ -235,6 +235,13 @@ func textPrivateReply(author, where, to string) string {
 	return fmt.Sprintf("[private] %s wrote to you privately in %s, which others there can read. What you say this turn goes privately to %s, not to %s.", author, where, to, where)
 }
 
+// textPrivateWay: a private message on a shared channel whose server
+// offers a private way to answer, in a turn whose reply goes elsewhere
+// (it answers another message).
+func textPrivateWay(author, where, to, server, channel string) string {
+	return fmt.Sprintf("[private] %s wrote to you privately in %s, which others there can read. To answer privately, call channel_publish with channelId %s and serverId %s, which posts to %s; a reply posted in %s can be read by everyone in it.", author, where, q(channel), q(server), to, where)
+}
+
 // textPublicReply: a private message on a shared channel that can't be
 // answered privately: its server offers no way, or the turn is a
 // conversation fork's, which answers in its own channel only. here: the

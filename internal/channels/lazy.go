@@ -18,9 +18,13 @@ import (
 // host does: a closed lazy entry, whose descriptor is its id alone. It is
 // durable (a store.KindLazy record, kept by compaction), listed
 // (channel_list and the operator views mark it lazy), and made live again
-// each time its server connects, until the server registers the channel
-// itself (its own descriptor then stands) or removes it (a
-// store.KindLazyGone record ends it). It is never opened by a
+// each time its server connects, its decision carried out once the
+// connection's grant is known (Connected), until the server registers the
+// channel itself (its own descriptor then stands) or removes it (a
+// store.KindLazyGone record ends it). Only a server granted
+// channels.publish gets one: without it a reply could go nowhere there. At
+// MaxLazyPerServer, the oldest that is neither decided open nor registered
+// by its server makes room. It is never opened by a
 // registration's lift or by the subscription policy: nothing about it
 // came from a descriptor. An agent's reply into it opens it first, as
 // into any closed channel (seed 000's rules apply unchanged).
@@ -34,6 +38,22 @@ import (
 // make: past it, a push naming yet another unregistered channel is shown
 // as an event without a channel (LazyOutcome says why).
 const MaxLazyPerServer = 4096
+
+// Connected tells the registry that server's connection is up, its grant
+// known: its lazy channels decided open are opened again on it, as a
+// registration carries out the decisions of the channels it registers.
+func (r *Registry) Connected(server string) {
+	r.step(func(m *machine) {
+		if !m.directs(server) {
+			return
+		}
+		for ch := range m.lazy[server] {
+			if c := m.live[server][ch]; c != nil && c.lazy && wantOpen(c.decision) {
+				m.carryOut(c, nil)
+			}
+		}
+	})
+}
 
 // LazyOutcome is how EnsureRegistered went: Registered when the channel
 // is registered now (by its server, or lazily); else Why says why not,
@@ -75,6 +95,10 @@ func (m *machine) ensureRegistered(k Key, reply func(LazyOutcome)) {
 		reply(LazyOutcome{Why: "its server is not connected"})
 		return
 	}
+	if !m.has(k.Server, "channels.publish") {
+		reply(LazyOutcome{Why: "its server is not granted channels.publish, so a reply could not be posted there"})
+		return
+	}
 	if _, known := m.lazy[k.Server][k.Channel]; known {
 		// Recorded before, not live: its server came back (addServer
 		// makes them live; this is a race with it).
@@ -86,8 +110,8 @@ func (m *machine) ensureRegistered(k Key, reply func(LazyOutcome)) {
 		reply(LazyOutcome{Why: "this host is shutting down"})
 		return
 	}
-	if len(m.lazy[k.Server]) >= MaxLazyPerServer {
-		reply(LazyOutcome{Why: fmt.Sprintf("its server has %d lazy registrations already, the most this host keeps", MaxLazyPerServer)})
+	if len(m.lazy[k.Server]) >= MaxLazyPerServer && !m.evictLazy(k.Server) {
+		reply(LazyOutcome{Why: fmt.Sprintf("its server has %d lazy registrations already, the most this host keeps, and each is decided open or registered by it", MaxLazyPerServer)})
 		return
 	}
 	if len(m.live[k.Server]) >= MaxChannelsPerServer {
@@ -170,6 +194,34 @@ func (m *machine) dropLazy(c *chanState) {
 	}
 	rec := store.Record{Kind: store.KindLazyGone, Server: c.key.Server, Channel: c.key.Channel}
 	m.persist([]*chanState{c}, []store.Record{rec}, func([]store.Record, bool) {})
+}
+
+// evictLazy ends server's oldest lazy registration that is neither
+// decided open nor registered by the server itself, to make room; false
+// when there is none.
+func (m *machine) evictLazy(server string) bool {
+	var oldest *chanState
+	var at int64
+	for ch, seq := range m.lazy[server] {
+		c := m.chans[Key{server, ch}]
+		if c != nil && (wantOpen(c.decision) || c.registered && !c.lazy || c.writing > 0) {
+			continue
+		}
+		if oldest == nil || seq < at {
+			if c == nil {
+				c = m.chanOf(Key{server, ch})
+			}
+			oldest, at = c, seq
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	if oldest.lazy {
+		m.unregister(oldest)
+	}
+	m.dropLazy(oldest)
+	return true
 }
 
 // replayLazy applies a lazy record of the log at start.

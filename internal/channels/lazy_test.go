@@ -67,12 +67,20 @@ func TestLazyRegistration(t *testing.T) {
 		synctest.Wait()
 		rg.srv.none()
 
-		// A restart: the lazy channel is live again once its server is.
+		// A restart: the lazy channel is live again once its server is,
+		// and, decided open by the reply, opened again once the server's
+		// connection is up.
 		rg.reg.Close()
 		rg.open()
 		ch, ok = rg.reg.Channel("s", "dm:bob")
 		if !ok || !ch.Registered || !ch.Lazy {
 			t.Fatalf("after a restart the lazy channel reads %+v (known %v), want it registered and lazy", ch, ok)
+		}
+		rg.reg.Connected("s")
+		rg.srv.expect("open", "dm:bob").ok()
+		synctest.Wait()
+		if ch, _ := rg.reg.Channel("s", "dm:bob"); !ch.Open || ch.Desired != "open" {
+			t.Errorf("after the reconnect the lazy channel reads %+v, want it open again", ch)
 		}
 
 		// The server's own registration takes its place.
@@ -141,13 +149,33 @@ func TestLazyRegistrationRefused(t *testing.T) {
 				t.Errorf("EnsureRegistered(%q, %q) = %+v, want refused saying %q", tc.server, tc.id, o, tc.why)
 			}
 		}
+		rg.srv.setGrant("channels.publish", false)
+		if o := rg.reg.EnsureRegistered(ctx, "s", "dm:x"); o.Registered || !strings.Contains(o.Why, "not granted channels.publish") {
+			t.Errorf("without channels.publish: %+v", o)
+		}
+		rg.srv.setGrant("channels.publish", true)
+
+		// At the bound the oldest that is not decided open makes room.
 		rg.reg.do(func(m *machine) {
 			for i := range MaxLazyPerServer {
 				m.rememberLazy(Key{"s", fmt.Sprint("pre-", i)}, int64(i+1))
 			}
 		})
+		if o := rg.reg.EnsureRegistered(ctx, "s", "one-more"); !o.Registered {
+			t.Errorf("past the bound, with room to make: %+v", o)
+		}
+		rg.reg.do(func(m *machine) {
+			if _, kept := m.lazy["s"]["pre-0"]; kept || len(m.lazy["s"]) != MaxLazyPerServer {
+				t.Errorf("after making room: pre-0 kept %v, %d lazy, want the oldest gone and %d", kept, len(m.lazy["s"]), MaxLazyPerServer)
+			}
+			// Every one decided open: none can go.
+			for ch := range m.lazy["s"] {
+				c := m.chanOf(Key{"s", ch})
+				c.decision = &store.Record{Kind: store.KindDecision, State: store.Open}
+			}
+		})
 		if o := rg.reg.EnsureRegistered(ctx, "s", "one-too-many"); o.Registered || !strings.Contains(o.Why, "the most this host keeps") {
-			t.Errorf("past the bound: %+v", o)
+			t.Errorf("past the bound, every one decided open: %+v", o)
 		}
 	})
 }

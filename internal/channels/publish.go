@@ -233,6 +233,11 @@ func judge(out PublishOutcome, place, server string, thread *string, answer json
 			out.Status, out.Text = Unconfirmed, textUnconfirmed(place, textEchoMismatch(server, "did not say where it posted", asked))
 			return out
 		}
+		if echo != nil && *echo == "" {
+			// Not a place (RFC-011 §4 closes the domain: an id, or null).
+			out.Status, out.Text = Unconfirmed, textUnconfirmed(place, textEchoMismatch(server, "answered an empty threadId", asked))
+			return out
+		}
 		if echo == nil {
 			echo = new(string) // null: the root
 		}

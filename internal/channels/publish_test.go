@@ -192,6 +192,8 @@ func TestPublishReceipts(t *testing.T) {
 			Unconfirmed, unconfirmed(`server "s" reported delivery but reported posting in thread t2, not thread t1 (where it landed is unconfirmed)`), "m5"},
 		{"echo not a string", func(c *call) { c.answer(map[string]any{"delivered": true, "messageId": "m5", "threadId": 9}) },
 			Unconfirmed, unconfirmed(`server "s" reported delivery but did not say where it posted, not thread t1 (where it landed is unconfirmed)`), "m5"},
+		{"echo empty", func(c *call) { c.answer(map[string]any{"delivered": true, "messageId": "m5", "threadId": ""}) },
+			Unconfirmed, unconfirmed(`server "s" reported delivery but answered an empty threadId, not thread t1 (where it landed is unconfirmed)`), "m5"},
 		{"echo root", func(c *call) { c.answer(map[string]any{"delivered": true, "messageId": "m5", "threadId": nil}) },
 			Unconfirmed, unconfirmed(`server "s" reported delivery but reported posting at the channel root, not thread t1 (where it landed is unconfirmed)`), "m5"},
 		{"refused", func(c *call) { c.answer(map[string]any{"delivered": false, "reason": "thread t1 is archived."}) },
