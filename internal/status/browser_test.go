@@ -1,7 +1,6 @@
 package status_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,24 +48,9 @@ func screenshotPath(t *testing.T) string {
 // #dev, shows #dev open by its next refresh, with nothing reloaded by
 // hand. It saves a screenshot.
 func TestPageInChromium(t *testing.T) {
-	path := chromiumPath(t)
+	bctx := chromium(t, 90*time.Second)
 	r := startRoom(t)
 	r.waitTurn(t)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.WindowSize(1280, 1000),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
 
 	const (
 		room    = `tr[data-server="room"] td.state .s-connected`
@@ -75,14 +59,7 @@ func TestPageInChromium(t *testing.T) {
 		devOpen = devRow + ` td.decision .d-open`
 		reply   = `section[data-agent="ada"] li.e-speech`
 	)
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return v
-	}
+	text := func(sel string) string { return pageText(t, bctx, sel) }
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(r.srv.URL()),
 		chromedp.WaitVisible(room),

@@ -21,7 +21,6 @@ import (
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/chanserver"
-	"github.com/mcpl-go/mcpl/internal/status"
 	"github.com/mcpl-go/mcpl/internal/term"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -56,21 +55,17 @@ func startConfig(t *testing.T, text string) *running {
 	if err := h.Start(cfg); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := status.Start("127.0.0.1:0", h, reg, quiet)
+	return &running{h: h, srv: serve(t, h, reg)}
+}
+
+// pageText is the text of the element sel selects on bctx's page.
+func pageText(t *testing.T, bctx context.Context, sel string) string {
+	t.Helper()
+	v, err := chromedp.Run(bctx, chromedp.Text(sel))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading %s: %v", sel, err)
 	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing the status server: %v", err)
-		}
-	})
-	select {
-	case <-h.Settled():
-	case <-time.After(waitFor):
-		t.Fatal("the server did not connect")
-	}
-	return &running{h: h, srv: srv}
+	return v
 }
 
 // chromium starts headless Chromium for one test, bounded by within.

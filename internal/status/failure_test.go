@@ -133,14 +133,7 @@ func TestPageShowsFailedOpen(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(r.srv.URL()), chromedp.WaitVisible(row("p")+` td.live .o-failed`)); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("reading %s: %v", sel, err)
-		}
-		return v
-	}
+	text := func(sel string) string { return pageText(t, bctx, sel) }
 	for _, tc := range []struct{ id, source string }{{"c", "agent-tool"}, {"p", "subscription-policy"}} {
 		if d, s := text(row(tc.id)+` td.decision`), text(row(tc.id)+` td.source`); d != "open" || s != tc.source {
 			t.Errorf("%s's decision on the page: %q by %q, want open by %s", tc.id, d, s, tc.source)

@@ -85,11 +85,18 @@ agents:
 	if err := h.Start(cfg); err != nil {
 		t.Fatal(err)
 	}
+	r.srv = serve(t, h, reg)
+	return r
+}
+
+// serve starts h's status server on 127.0.0.1, closed as the test ends,
+// and waits for h's servers to connect.
+func serve(t *testing.T, h *host.Host, reg *prometheus.Registry) *status.Server {
+	t.Helper()
 	srv, err := status.Start("127.0.0.1:0", h, reg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv = srv
 	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("closing the status server: %v", err)
@@ -98,9 +105,9 @@ agents:
 	select {
 	case <-h.Settled():
 	case <-time.After(waitFor):
-		t.Fatal("the room did not connect")
+		t.Fatal("the host's servers did not connect")
 	}
-	return r
+	return srv
 }
 
 // turnSignal is a transcript writer that signals each turn's end.
