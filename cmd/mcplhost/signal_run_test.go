@@ -82,20 +82,7 @@ func TestRunSignalStops(t *testing.T) {
 func TestRunSecondHangupKills(t *testing.T) {
 	t.Parallel()
 	h, pids := startRunHostile(t, nil, "-ignore-eof", "-ignore-term", "-grandchild", "background")
-	h.signal(syscall.SIGHUP)
-	h.awaitErr(`msg="server process did not exit; signalled" server=srv`)
-	sent := time.Now()
-	h.signal(syscall.SIGHUP)
-	code := h.wait(grace + time.Second)
-	took := h.ended.Sub(sent)
-	t.Logf("exit %d, %s after the second SIGHUP", code, took.Round(time.Millisecond))
-	if code != 129 {
-		t.Errorf("exit %d, want 129; stderr:\n%s", code, strings.Join(h.stderr, "\n"))
-	}
-	if took > grace/2 {
-		t.Errorf("took %s after the second SIGHUP, want well within the %s grace period", took, grace)
-	}
-	awaitNoneLeft(t, pids, grace)
+	secondSignalKills(t, h, pids, syscall.SIGHUP, 129)
 }
 
 // TestRunNohupIgnoresHangup: started with SIGHUP ignored (nohup, or a

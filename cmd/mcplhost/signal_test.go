@@ -112,18 +112,27 @@ func TestFaultSignalStubbornServer(t *testing.T) {
 func TestFaultSecondSignalKillsAll(t *testing.T) {
 	t.Parallel()
 	h, pids := startProbe(t, []string{"-v", "--wait", "60s"}, "-ignore-eof", "-ignore-term", "-grandchild", "background")
-	h.signal(syscall.SIGINT)
+	secondSignalKills(t, h, pids, syscall.SIGINT, 130)
+}
+
+// secondSignalKills sends h sig, then, once the log says its orderly
+// stop is waiting on the stubborn server (the SIGTERM step), sig again:
+// h must exit want well within the grace period, nothing of its servers
+// left.
+func secondSignalKills(t *testing.T, h *liveHost, pids hostile.Pids, sig syscall.Signal, want int) {
+	t.Helper()
+	h.signal(sig)
 	h.awaitErr(`msg="server process did not exit; signalled" server=srv`)
 	sent := time.Now()
-	h.signal(syscall.SIGINT)
+	h.signal(sig)
 	code := h.wait(grace + time.Second)
 	took := h.ended.Sub(sent)
-	t.Logf("exit %d, %s after the second SIGINT", code, took.Round(time.Millisecond))
-	if code != 130 {
-		t.Errorf("exit %d, want 130; stderr:\n%s", code, strings.Join(h.stderr, "\n"))
+	t.Logf("exit %d, %s after the second %v", code, took.Round(time.Millisecond), sig)
+	if code != want {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, want, strings.Join(h.stderr, "\n"))
 	}
 	if took > grace/2 {
-		t.Errorf("took %s after the second SIGINT, want well within the %s grace period", took, grace)
+		t.Errorf("took %s after the second %v, want well within the %s grace period", took, sig, grace)
 	}
 	awaitNoneLeft(t, pids, grace)
 }
