@@ -10,14 +10,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // runWithStatus runs `mcplhost run --status addr` in this process on the
 // chat room (a real subprocess) and returns the status page's URL as run
-// printed it; the run is stopped, and must end cleanly, at the test's end.
-func runWithStatus(t *testing.T, addr string) *url.URL {
+// printed it, and stop, which stops the run and checks that it ended
+// cleanly; the test's end calls it too, if the test didn't.
+func runWithStatus(t *testing.T, addr string) (*url.URL, func()) {
 	t.Helper()
 	bin := buildChatroom(t)
 	dir := t.TempDir()
@@ -35,12 +37,16 @@ func runWithStatus(t *testing.T, addr string) *url.URL {
 	go func() {
 		done <- run(ctx, []string{"run", "--config", cfg, "--status", addr}, io.Discard, stderr)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("run ended with %d:\n%s", code, stderr)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if code := <-done; code != exitOK {
+				t.Errorf("run ended with %d:\n%s", code, stderr)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	var page string
 	select {
 	case page = <-stderr.found:
@@ -54,7 +60,7 @@ func runWithStatus(t *testing.T, addr string) *url.URL {
 	if err != nil {
 		t.Fatalf("status page line %q: %v", page, err)
 	}
-	return u
+	return u, stop
 }
 
 // getWithHost fetches path from the address dial, with the Host header
@@ -79,7 +85,7 @@ func getWithHost(t *testing.T, dial, path, host string) (int, string) {
 // page's) with 421 on every path, and its own address and localhost with
 // the answers.
 func TestRunStatusRefusesForeignHost(t *testing.T) {
-	u := runWithStatus(t, "127.0.0.1:0")
+	u, _ := runWithStatus(t, "127.0.0.1:0")
 	port := u.Port()
 	for _, path := range []string{"/", "/healthz", "/metrics", "/api/agents", "/api/servers", "/api/channels"} {
 		code, body := getWithHost(t, u.Host, path, "evil.example:"+port)
@@ -107,7 +113,7 @@ func TestRunStatusOneFamily(t *testing.T) {
 		{"[::]:0", "::1", "127.0.0.1"},
 	} {
 		t.Run(tc.listen, func(t *testing.T) {
-			u := runWithStatus(t, tc.listen)
+			u, _ := runWithStatus(t, tc.listen)
 			reach := net.JoinHostPort(tc.reach, u.Port())
 			if code, body := getWithHost(t, reach, "/healthz", u.Host); code != http.StatusOK || body != "ok\n" {
 				t.Errorf("/healthz over %s with Host %q (the printed URL's): %d %q", reach, u.Host, code, body)

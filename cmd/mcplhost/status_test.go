@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -59,31 +56,11 @@ func (w *lineWatch) String() string {
 // the running host (the chat room, a real subprocess), and stops serving
 // when run stops.
 func TestRunStatus(t *testing.T) {
-	bin := buildChatroom(t)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "quiet.script")
-	if err := os.WriteFile(script, []byte("+1h #random alice: much later\n"), 0o600); err != nil {
-		t.Fatal(err)
+	u, stop := runWithStatus(t, "127.0.0.1:0")
+	if u.Hostname() != "127.0.0.1" {
+		t.Errorf("the status page is at %s, want 127.0.0.1", u)
 	}
-	cfg := filepath.Join(dir, "host.yaml")
-	if err := os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -script, "+script+"]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	stderr := &lineWatch{re: regexp.MustCompile(`status page at (http://127\.0\.0\.1:\d+/)\n`), found: make(chan string, 1)}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"run", "--config", cfg, "--status", "127.0.0.1:0"}, io.Discard, stderr)
-	}()
-	var url string
-	select {
-	case url = <-stderr.found:
-	case code := <-done:
-		t.Fatalf("run ended with %d before serving its status:\n%s", code, stderr)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no status page line:\n%s", stderr)
-	}
+	url := u.String()
 	get := func(path string) (int, string) { return httpGet(t, url+path) }
 	if code, body := get("healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -145,10 +122,7 @@ func TestRunStatus(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("run ended with %d:\n%s", code, stderr)
-	}
+	stop()
 	if _, err := client.Get(url + "healthz"); err == nil {
 		t.Error("the status server still answers after run stopped")
 	}
