@@ -340,7 +340,7 @@ func TestSeen(t *testing.T) {
 			if name == "no grant" {
 				rg.reg.AddServer("s", rg.srv, ServerConfig{AcknowledgeSeen: "👀"})
 			}
-			rg.reg.Seen("s", "c", "m1")
+			rg.reg.SeenAll([]SeenMessage{{"s", "c", "m1"}})
 			rg.reg.Close()
 			select {
 			case c := <-rg.srv.calls:

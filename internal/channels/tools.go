@@ -436,11 +436,6 @@ type SeenMessage struct {
 	Server, Channel, MessageID string
 }
 
-// Seen is SeenAll of one message.
-func (r *Registry) Seen(server, channel, messageID string) {
-	r.SeenAll([]SeenMessage{{server, channel, messageID}})
-}
-
 // SeenAll tells each message's server that an agent has a message that
 // addressed it (a turn picked it up), as the server's
 // channels.acknowledgeSeen asks: channels/acknowledge with intent "seen".
