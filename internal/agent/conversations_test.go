@@ -281,3 +281,27 @@ func TestPrivateWayWhenTheTurnAnswersAnother(t *testing.T) {
 		}
 	})
 }
+
+// A fork answers a whisper in its own channel only: in the private thread
+// its server offers there, else where it came, warned it is public.
+func TestForkPrivateReply(t *testing.T) {
+	for _, tc := range []struct{ name, hint, thread, reads string }{
+		{"a private thread here", `{"threadId":"p9"}`, "p9", "What you say this turn goes privately to #lobby (lobby) in thread p9"},
+		{"a DM elsewhere", `{"channelId":"dm:eve"}`, "", "what you say this turn is posted in #lobby (lobby), where everyone in it can read it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, Options{PerChannel: true, Agents: []Spec{{Name: "ada", Model: sayBack()}}}, func(h *harness) {
+				h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "lobby", Label: "#lobby", PublishTarget: "exact"})
+				h.env.listed(channels.ListedChannel{ServerID: "chat", ID: "dm:eve", Label: "@eve", Private: true})
+				h.add(privateMsg("lobby", "w1", "psst", tc.hint))
+				pubs, threads := h.env.publications()
+				if len(pubs) != 1 || pubs[0].Channel != "lobby" || threads[0] != tc.thread {
+					t.Fatalf("published %+v, threads %q; want the fork's reply in lobby, thread %q", pubs, threads, tc.thread)
+				}
+				if texts := userTexts(h.model.requests()[0].Messages); !containsText(texts, tc.reads) {
+					t.Errorf("the fork read %q, want %q", texts, tc.reads)
+				}
+			})
+		})
+	}
+}

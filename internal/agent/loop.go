@@ -115,21 +115,17 @@ func (t *turn) run(sel *selection, notices []string) {
 	}
 	if pick != nil {
 		t.locus, t.thread = pick.locus, pick.thread
-		if p := pick.privately; p != nil {
+		if p := pick.privately; p != nil && (!t.r.fork || p.forkKey == t.r.home) {
 			// A private message on a shared channel: answered where its
-			// server offers to answer it privately (privacy.go).
+			// server offers to answer it privately (privacy.go); a fork
+			// only in its own channel.
 			t.locus, t.thread = &p.forkKey, p.thread
 		}
 	}
 	if t.r.fork {
-		// A fork answers in its channel only.
+		// A fork answers in its channel only: every item it reads is
+		// from there.
 		home := t.r.home
-		if t.locus == nil || *t.locus != home {
-			t.thread = ""
-			if pick != nil && *pick.locus == home {
-				t.thread = pick.thread
-			}
-		}
 		t.locus = &home
 	}
 	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
