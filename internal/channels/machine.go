@@ -300,7 +300,11 @@ func (m *machine) booted() {
 		}
 		m.dirty[k] = true
 	}
-	m.appended = max(0, m.appended-len(m.chans)-len(m.lazyKept()))
+	lazy := 0
+	for _, l := range m.lazy {
+		lazy += len(l)
+	}
+	m.appended = max(0, m.appended-len(m.chans)-lazy)
 }
 
 // apply makes a durable decision record the channel's decision: the only
