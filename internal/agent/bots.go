@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/treat"
 )
 
 // No bot-to-bot loops (docs/conversations.md). A message whose author is
@@ -75,10 +76,11 @@ func (it item) key() forkKey {
 	return forkKey{server: it.wake.Server}
 }
 
-// wakes reports whether the item wakes r: a bot's only where its rule
-// allows and its channel's run of bots' turns is under the bound.
+// wakes reports whether the item wakes r: one its treatment wakes it for
+// (wake.go), and a bot's only where its rule allows and its channel's run
+// of bots' turns is under the bound.
 func (r *runner) wakes(it item) bool {
-	if it.self {
+	if it.self || it.treat != treat.Wake {
 		return false
 	}
 	if !it.bot {

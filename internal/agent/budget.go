@@ -3,9 +3,11 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -207,6 +209,11 @@ type selection struct {
 	left     map[origin]int
 	leftAt   []origin // left's keys, in the order first left out
 	consumed map[string]int64
+	// treated counts what was read, by server and treatment (wake.go).
+	treated []Treated
+	// retry is when the runner reads again for a message that waits (its
+	// channel isn't registered yet); zero for none.
+	retry time.Time
 	// base is where an agent's base moves to once this is recorded:
 	// everything at or below it is consumed (0: it doesn't move).
 	base int64
@@ -230,7 +237,17 @@ func (s *selection) read(m store.Message, v verdict) {
 	if !ok {
 		return
 	}
-	it.seq = m.Seq
+	d := s.r.treatment(m)
+	if d.Treat == treat.Ignore {
+		s.count(m.Server, treat.Ignore)
+		return
+	}
+	it.seq, it.treat, it.at = m.Seq, d.Treat, m.At
+	if s.r.wakes(it) {
+		s.count(m.Server, treat.Wake)
+	} else {
+		s.count(m.Server, treat.Batch)
+	}
 	s.items = append(s.items, it)
 	if len(s.items) > MaxBatch {
 		s.drop()

@@ -108,6 +108,11 @@ func (t *turn) run(sel *selection, notices []string) {
 	addressedLoci := t.lociAddressed(items)
 	for i := range items {
 		it := &items[i]
+		if !t.r.wakes(*it) {
+			// Batched: read with the turn; it neither woke it nor says
+			// where its prose goes (so no typing where it won't speak).
+			continue
+		}
 		wakes = append(wakes, it.wake)
 		if it.locus != nil && (pick == nil || it.addressed || !addressedLoci) {
 			pick = it
@@ -128,7 +133,10 @@ func (t *turn) run(sel *selection, notices []string) {
 		home := t.r.home
 		t.locus = &home
 	}
-	t.event(Event{Event: EventTurnStart, WokenBy: wakes})
+	carried := t.r.carried(sel)
+	t.r.turnStart = time.Now()
+	t.event(Event{Event: EventTurnStart, WokenBy: wakes, Carried: &carried})
+	t.treated(sel)
 	var seen []Wake
 	for _, it := range items {
 		if it.addressed && it.locus != nil {
@@ -143,6 +151,7 @@ func (t *turn) run(sel *selection, notices []string) {
 	stopTyping := t.typing()
 	reason := t.think(&userText)
 	stopTyping()
+	t.r.turnEnd = time.Now()
 	t.event(Event{Event: EventTurnEnd, Reason: reason})
 	if reason == "aborted" && !t.acted.Load() {
 		// Cut short before it did anything: not recorded, so its
@@ -194,11 +203,19 @@ func (t *turn) typing() (stop func()) {
 	}
 }
 
+// treated writes what the read behind the turn treated how, when it read
+// anything (wake.go).
+func (t *turn) treated(sel *selection) {
+	if sel != nil && len(sel.treated) > 0 {
+		t.event(Event{Event: EventTreated, Treated: sel.treated})
+	}
+}
+
 // lociAddressed reports whether any item with a locus addresses the agent:
 // then the locus is the newest addressed one's channel.
 func (t *turn) lociAddressed(items []item) bool {
 	for _, it := range items {
-		if it.locus != nil && it.addressed {
+		if it.locus != nil && it.addressed && t.r.wakes(it) {
 			return true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/heading"
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -48,6 +49,10 @@ type item struct {
 	seq    int64
 	from   origin
 	tokens int
+	// treat is what the agent's rules say it does with the item (wake.go);
+	// at is when the host took the message in.
+	treat treat.Treatment
+	at    time.Time
 	// invite is the invitation's words, for an addressed message from a
 	// channel that isn't open: rendered once the turn's locus is known.
 	invite func(here bool) string

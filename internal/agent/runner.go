@@ -50,6 +50,9 @@ type runner struct {
 	// botRuns counts, by channel, the turns in a row bots alone woke it
 	// (bots.go).
 	botRuns map[forkKey]int
+	// turnStart and turnEnd are when its last turn ran (wake.go's held
+	// count).
+	turnStart, turnEnd time.Time
 }
 
 func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, base int64, cursors map[string]int64) (*runner, error) {
@@ -199,6 +202,14 @@ func (r *runner) loop(ctx context.Context) {
 				}
 				break
 			}
+			if due := r.due(sel); !due.IsZero() {
+				// Debounce: the turn waits for quiet, or its bound.
+				r.wakeAt(earliest(due, sel.retry))
+				break
+			}
+			if !sel.retry.IsZero() {
+				r.wakeAt(sel.retry)
+			}
 			notices := r.takeNotices()
 			if sel.empty() && len(notices) == 0 {
 				break
@@ -272,9 +283,7 @@ func (r *runner) pull() (*selection, error) {
 	r.mu.Lock()
 	r.held = len(held) > 0
 	r.mu.Unlock()
-	if !wake.IsZero() {
-		r.wakeAt(wake)
-	}
+	sel.retry = wake
 	sel.finish()
 	return sel, nil
 }
@@ -295,6 +304,7 @@ func (r *runner) handle(ctx context.Context, sel *selection, notices []string) {
 		// between turns, with no model call (bots.go).
 		t := r.newTurn(ctx, sel)
 		t.index = r.turns
+		t.treated(sel)
 		t.addNotices(notices)
 		t.flushNotices()
 		t.showItems(sel, nil)

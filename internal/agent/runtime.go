@@ -39,8 +39,9 @@ import (
 //   - an agent is shown a channel message when its channel is selected open
 //     (its decision is open) or the message addresses it (chat:addressed);
 //     an addressed message from a channel that isn't open comes with an
-//     invitation; other messages are consumed unseen. Every message shown
-//     wakes the agent; a push event always does.
+//     invitation; other messages are consumed unseen. What a message
+//     shown does, wake the agent, join its next turn or be ignored, is
+//     its treatment, and a turn waits out its debounce (wake.go).
 //
 // Each server's messages are read apart, by a cursor of their own
 // ("agent/<name>/<server>"): a message whose channel is not registered
@@ -67,6 +68,8 @@ type Spec struct {
 	// Allowed reports whether the agent may use a tool; nil allows all.
 	Allowed   func(tool string) bool
 	MaxTokens int
+	// Wake is what wakes the agent, and its debounce (wake.go).
+	Wake WakeRules
 }
 
 // ToolAnswer is a tool call's outcome as the agent reads it.

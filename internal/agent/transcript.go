@@ -24,6 +24,10 @@ const (
 	EventTyping    = "typing"
 	EventStreamed  = "streamed"
 	EventTurnEnd   = "turn_end"
+	// EventTreated counts what a read of the inbox treated how (wake.go):
+	// in a turn, after its turn_start; between turns, when what was read
+	// woke nothing.
+	EventTreated = "treated"
 )
 
 // Event is one line of the transcript. Fields an event kind doesn't use
@@ -36,6 +40,10 @@ type Event struct {
 
 	// turn_start: what woke the agent.
 	WokenBy []Wake `json:"wokenBy,omitempty"`
+	// turn_start: what else it carried.
+	Carried *Carried `json:"carried,omitempty"`
+	// treated: the counts, by server and treatment.
+	Treated []Treated `json:"treated,omitempty"`
 	// shown, model, speech, notice, tool: the text.
 	Text string `json:"text,omitempty"`
 	// model: why it stopped, the tools it asked for, what it used.

@@ -76,14 +76,15 @@ type Rule struct {
 
 // Defaults are the host's rules, after the consumer's: a message that
 // addresses the agent wakes it; a push event with no tags wakes it (as a
-// push always did); an ambient message, or any other channel message (one
-// that doesn't address the agent), joins the next turn; anything else
-// wakes.
+// push always did); an ambient message (chat:ambient: overheard, people
+// talking among themselves) joins the next turn; anything else wakes,
+// untagged channel messages included: a server that says nothing of a
+// message is not taken to say it is ambient, so a connector that tags
+// nothing works as it always did.
 var Defaults = []Rule{
 	{TagsAny: []string{"chat:addressed"}, Treat: Wake},
 	{Source: SourcePush, TagsNone: []string{"*"}, Treat: Wake},
 	{TagsAny: []string{"chat:ambient"}, Treat: Batch},
-	{Source: SourceChannel, Treat: Batch},
 	{Treat: Wake},
 }
 

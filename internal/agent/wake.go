@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/treat"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// What wakes an agent (docs/agents.md, "What wakes an agent"). Every
+// message an agent is shown has a treatment, decided by the agent's rules
+// and then the host's (treat.Defaults), first match wins, over the
+// message's closure-expanded tags, its server, its channel and its source:
+//
+//   - wake: it wakes the agent, once its debounce has passed (below); a
+//     bot's message wakes it only as bots.go allows, and the agent's own
+//     post echoed back (chat:from-self) never does;
+//   - batch: it goes into the conversation between turns, with no model
+//     call, so the next turn something else wakes reads it;
+//   - ignore: consumed unseen, and counted.
+//
+// Debounce: a turn starts once no waking message has come for Debounce,
+// or MaxDelay after the oldest waking message it would answer came,
+// whichever is first; so a burst costs one turn, and a steady stream
+// can't put a waking message off for more than MaxDelay (RFC-006 §4.2's
+// no-starvation rule holds for debounce too). Messages that come while a
+// turn runs wait for it: when it ends, one turn reads them all (once its
+// own debounce has passed). The times are the host's receipt times of the
+// messages (store.Message.At), so a restart doesn't delay what already
+// waited.
+//
+// Wake decides nothing about admission: a message is in the inbox
+// because its server was allowed to send it (SPEC §16.6), and a
+// treatment only says what the agent does with it.
+
+// WakeRules are an agent's treatment rules and debounce.
+type WakeRules struct {
+	// Rules are the agent's own treatment rules, before treat.Defaults.
+	Rules []treat.Rule
+	// Debounce is the quiet a turn waits for after a waking message; 0
+	// for none (a turn starts at once).
+	Debounce time.Duration
+	// MaxDelay bounds how long after the oldest waking message a turn
+	// starts, however many come; 0 means 4 × Debounce.
+	MaxDelay time.Duration
+}
+
+// maxDelay is the bound on how long debounce puts a turn off.
+func (w WakeRules) maxDelay() time.Duration {
+	if w.MaxDelay > 0 {
+		return w.MaxDelay
+	}
+	return 4 * w.Debounce
+}
+
+// treatment decides what r does with m.
+func (r *runner) treatment(m store.Message) treat.Decision {
+	ev := treat.Event{Server: m.Server, Channel: m.Channel, FeatureSet: m.FeatureSet, Tags: m.Tags, Source: treat.SourcePush}
+	if m.Channel != "" {
+		ev.Source = treat.SourceChannel
+	}
+	return treat.Decide(r.spec.Wake.Rules, ev)
+}
+
+// due is when a turn over sel may start: the zero time when it may start
+// now, or nothing in it wakes r.
+func (r *runner) due(sel *selection) time.Time {
+	w := r.spec.Wake
+	if w.Debounce <= 0 {
+		return time.Time{}
+	}
+	var first, last time.Time
+	for _, it := range sel.items {
+		if it.at.IsZero() || !r.wakes(it) {
+			continue
+		}
+		if first.IsZero() || it.at.Before(first) {
+			first = it.at
+		}
+		if it.at.After(last) {
+			last = it.at
+		}
+	}
+	if first.IsZero() {
+		return time.Time{}
+	}
+	due := last.Add(w.Debounce)
+	if bound := first.Add(w.maxDelay()); bound.Before(due) {
+		due = bound
+	}
+	if !due.After(time.Now()) {
+		return time.Time{}
+	}
+	return due
+}
+
+// Carried is what a turn carried besides what woke it: the waking
+// messages that came while the turn before ran (held), the messages shown
+// that wake nothing by themselves (batched), and those its rules ignore
+// (ignored).
+type Carried struct {
+	Held    int `json:"held"`
+	Batched int `json:"batched"`
+	Ignored int `json:"ignored"`
+}
+
+// Treated counts the messages of one server an agent's read treated one
+// way: the transcript's "treated" event, which the metrics count.
+type Treated struct {
+	Server string          `json:"server"`
+	Treat  treat.Treatment `json:"treat"`
+	N      int             `json:"n"`
+}
+
+// count adds one message of server treated as tr.
+func (s *selection) count(server string, tr treat.Treatment) {
+	for i := range s.treated {
+		if s.treated[i].Server == server && s.treated[i].Treat == tr {
+			s.treated[i].N++
+			return
+		}
+	}
+	s.treated = append(s.treated, Treated{Server: server, Treat: tr, N: 1})
+}
+
+// carried is what a turn over sel carried, for its turn_start.
+func (r *runner) carried(sel *selection) Carried {
+	var c Carried
+	for _, it := range sel.items {
+		switch {
+		case !r.wakes(it):
+			c.Batched++
+		case !it.at.IsZero() && !r.turnStart.IsZero() && !it.at.Before(r.turnStart) && it.at.Before(r.turnEnd):
+			c.Held++
+		}
+	}
+	for _, t := range sel.treated {
+		if t.Treat == treat.Ignore {
+			c.Ignored += t.N
+		}
+	}
+	return c
+}

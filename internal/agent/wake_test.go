@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// What wakes an agent (wake.go): treatment rules, debounce and its bound,
+// what a turn carried. The runtime runs in a synctest bubble, so the
+// debounce's times are the bubble's clock.
+
+// now stamps m with the bubble's time, as the host's inbox does at
+// receipt.
+func now(m store.Message) store.Message {
+	m.At = time.Now()
+	return m
+}
+
+func echoModel() *fakeModel {
+	return &fakeModel{respond: func(int, model.Request) (model.Response, error) {
+		return respond(model.EndTurn, textBlock("reply")), nil
+	}}
+}
+
+// TestWakeAmbientThenAddressed: 40 ambient messages in an open channel,
+// then one that addresses the agent: one model call, which is shown the
+// ambient ones too (they were recorded between turns, with no call).
+func TestWakeAmbientThenAddressed(t *testing.T) {
+	for _, debounce := range []time.Duration{0, 1500 * time.Millisecond} {
+		t.Run(fmt.Sprint("debounce ", debounce), func(t *testing.T) {
+			m := echoModel()
+			bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: debounce}}}}, func(h *harness) {
+				t := h.t
+				h.env.channel("chat", "general", "open")
+				for i := range 40 {
+					h.add(now(chanMsg("chat", "general", fmt.Sprint("a", i), fmt.Sprint("people talk ", i), "chat:ambient")))
+					time.Sleep(200 * time.Millisecond)
+				}
+				if n := len(m.requests()); n != 0 {
+					t.Fatalf("%d model calls for ambient messages alone, want 0", n)
+				}
+				h.add(now(chanMsg("chat", "general", "q", "ada, what did they say?", "chat:mention", "chat:addressed")))
+				time.Sleep(2 * debounce)
+				synctest.Wait()
+				reqs := m.requests()
+				if len(reqs) != 1 {
+					t.Fatalf("%d model calls, want 1", len(reqs))
+				}
+				texts := userTexts(reqs[0].Messages)
+				for _, want := range []string{"people talk 0", "people talk 39", "ada, what did they say?"} {
+					if !containsText(texts, want) {
+						t.Errorf("the request holds no %q: %q", want, texts)
+					}
+				}
+				_, _, _, pubs := h.env.snapshot()
+				if len(pubs) != 1 || pubs[0].Channel != "general" {
+					t.Errorf("publications %+v, want one reply in general", pubs)
+				}
+				var batched, woke int
+				for _, ev := range h.rec.of("ada", EventTreated) {
+					for _, c := range ev.Treated {
+						switch c.Treat {
+						case treat.Batch:
+							batched += c.N
+						case treat.Wake:
+							woke += c.N
+						}
+					}
+				}
+				if batched != 40 || woke != 1 {
+					t.Errorf("treated events count %d batched, %d woke; want 40 and 1", batched, woke)
+				}
+			})
+		})
+	}
+}
+
+// TestWakeDebounce: ten addressed messages 100 ms apart wake one turn,
+// once 1.5 s have passed since the last; not before.
+func TestWakeDebounce(t *testing.T) {
+	m := echoModel()
+	const debounce = 1500 * time.Millisecond
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: debounce}}}}, func(h *harness) {
+		t := h.t
+		h.env.channel("chat", "general", "open")
+		for i := range 10 {
+			h.add(now(chanMsg("chat", "general", fmt.Sprint("q", i), fmt.Sprint("question ", i), "chat:addressed")))
+			time.Sleep(100 * time.Millisecond)
+		}
+		last := time.Now().Add(-100 * time.Millisecond)
+		time.Sleep(debounce - 200*time.Millisecond)
+		synctest.Wait()
+		if n := len(m.requests()); n != 0 {
+			t.Fatalf("%d model calls before the debounce passed, want 0", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(m.requests()); n != 1 {
+			t.Fatalf("%d model calls, want 1", n)
+		}
+		starts := h.rec.of("ada", EventTurnStart)
+		if got := starts[0].At.Sub(last); got < debounce || got > debounce+time.Millisecond {
+			t.Errorf("the turn started %v after the last message, want %v", got, debounce)
+		}
+		if got := wokenBy(h, "ada"); len(got) != 1 || len(got[0]) != 10 {
+			t.Errorf("turns woken by %q, want one woken by the ten", got)
+		}
+	})
+}
+
+// TestWakeMaxDelay: a steady stream of waking messages, each within the
+// debounce of the one before, can't put the turn off past MaxDelay after
+// the first.
+func TestWakeMaxDelay(t *testing.T) {
+	m := echoModel()
+	w := WakeRules{Debounce: 1500 * time.Millisecond, MaxDelay: 5 * time.Second}
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: w}}}, func(h *harness) {
+		t := h.t
+		h.env.channel("chat", "general", "open")
+		first := time.Now()
+		for i := range 20 {
+			h.add(now(chanMsg("chat", "general", fmt.Sprint("q", i), fmt.Sprint("question ", i), "chat:addressed")))
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		starts := h.rec.of("ada", EventTurnStart)
+		if len(starts) < 2 {
+			t.Fatalf("%d turns in 20 s of messages a second apart, want the bound to start several", len(starts))
+		}
+		if got := starts[0].At.Sub(first); got != w.MaxDelay {
+			t.Errorf("the first turn started %v after the first message, want MaxDelay %v", got, w.MaxDelay)
+		}
+	})
+}
+
+// TestWakeRules: the agent's rules go before the defaults: ignored
+// messages are consumed unseen and counted; a rule can make ambient
+// messages of one channel wake the agent.
+func TestWakeRules(t *testing.T) {
+	m := echoModel()
+	rules := []treat.Rule{
+		{Servers: []string{"noisy"}, Treat: treat.Ignore},
+		{Channels: []string{"support"}, TagsAny: []string{"chat:ambient"}, Treat: treat.Wake},
+	}
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Rules: rules}}}}, func(h *harness) {
+		t := h.t
+		h.env.channel("noisy", "all", "open")
+		h.env.channel("chat", "support", "open")
+		h.add(now(chanMsg("noisy", "all", "n1", "buy now", "chat:addressed")), now(pushMsg("noisy", "e1", "an event")))
+		if n := len(m.requests()); n != 0 {
+			t.Fatalf("%d model calls for ignored messages, want 0", n)
+		}
+		if c := h.cursor("ada", "noisy"); c == 0 {
+			t.Errorf("the ignored messages were not consumed (cursor %d)", c)
+		}
+		h.add(now(chanMsg("chat", "support", "s1", "is anyone there?", "chat:ambient")))
+		reqs := m.requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d model calls, want 1 (the rule wakes ambient messages in support)", len(reqs))
+		}
+		texts := userTexts(reqs[0].Messages)
+		if containsText(texts, "buy now") || containsText(texts, "an event") {
+			t.Errorf("ignored messages were shown: %q", texts)
+		}
+		var ignored int
+		for _, ev := range h.rec.of("ada", EventTreated) {
+			for _, c := range ev.Treated {
+				if c.Treat == treat.Ignore && c.Server == "noisy" {
+					ignored += c.N
+				}
+			}
+		}
+		if ignored != 2 {
+			t.Errorf("treated events count %d ignored on noisy, want 2", ignored)
+		}
+	})
+}
+
+// TestWakeHeldDuringTurn: what comes while a turn runs is answered by one
+// follow-up turn, whose turn_start says what it carried.
+func TestWakeHeldDuringTurn(t *testing.T) {
+	m := heldModel()
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: time.Second}}}}, func(h *harness) {
+		t := h.t
+		h.env.channel("chat", "general", "open")
+		h.add(now(chanMsg("chat", "general", "q0", "first", "chat:addressed")))
+		time.Sleep(2 * time.Second)
+		synctest.Wait() // the first turn waits in its model call
+		h.add(now(chanMsg("chat", "general", "q1", "second", "chat:addressed")))
+		h.add(now(chanMsg("chat", "general", "a1", "chatter", "chat:ambient")))
+		time.Sleep(3 * time.Second)
+		release(m)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		release(m)
+		starts := h.rec.of("ada", EventTurnStart)
+		if len(starts) != 2 {
+			t.Fatalf("%d turns, want 2", len(starts))
+		}
+		if got := wokenBy(h, "ada")[1]; !slices.Equal(got, []string{"q1"}) {
+			t.Errorf("the follow-up was woken by %q, want [q1]", got)
+		}
+		if c := starts[1].Carried; c == nil || c.Held != 1 || c.Batched != 1 || c.Ignored != 0 {
+			t.Errorf("the follow-up carried %+v, want held 1, batched 1", c)
+		}
+	})
+}
+
+// TestWakeBatchedSaysNothingOfLocus: a turn an event woke doesn't reply
+// into, or type in, the channel of an ambient message it read with it.
+func TestWakeBatchedSaysNothingOfLocus(t *testing.T) {
+	m := heldModel()
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m}}}, func(h *harness) {
+		t := h.t
+		h.env.typing = map[string]bool{"chat/general": true}
+		h.env.channel("chat", "general", "open")
+		h.add(now(chanMsg("chat", "general", "g0", "first", "chat:addressed")))
+		// Held: the next turn reads both; only the event wakes it.
+		h.add(now(chanMsg("chat", "general", "a1", "chatter", "chat:ambient")), now(pushMsg("ci", "e1", "the build failed")))
+		release(m)
+		release(m)
+		_, _, _, pubs := h.env.snapshot()
+		if len(pubs) != 1 {
+			t.Errorf("publications %+v, want the first turn's reply only", pubs)
+		}
+		var typed int
+		for _, s := range h.env.sent() {
+			if strings.HasPrefix(s, "typing start") {
+				typed++
+			}
+		}
+		if typed != 1 {
+			t.Errorf("typing started %d times (%q), want once: for the first turn only", typed, h.env.sent())
+		}
+		if got := wokenBy(h, "ada"); len(got) != 2 || !slices.Equal(got[1], []string{"e1"}) {
+			t.Errorf("turns woken by %q, want the second by the event alone", got)
+		}
+	})
+}
