@@ -36,6 +36,8 @@ type Agent struct {
 	// MaxTokens bounds each model call's output; 0 means
 	// DefaultMaxTokens.
 	MaxTokens int
+	// Wake is what wakes the agent, and its debounce (wake.go).
+	Wake Wake
 }
 
 // ModelConfig says which model an agent thinks with. Provider selects
@@ -105,8 +107,10 @@ func (a Agent) AllowsTool(name string) bool {
 // WithDefaults returns a with every default applied: the one place they
 // are, for an agent from a file and one configured in code alike.
 // MaxTokens 0 becomes DefaultMaxTokens; AllowedTools with neither All nor
-// Patterns becomes All; Model gets ModelConfig.WithDefaults.
+// Patterns becomes All; Model gets ModelConfig.WithDefaults; Wake gets
+// Wake.WithDefaults.
 func (a Agent) WithDefaults() Agent {
+	a.Wake = a.Wake.WithDefaults()
 	if a.MaxTokens == 0 {
 		a.MaxTokens = DefaultMaxTokens
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -202,7 +203,8 @@ func TestAgentWithDefaults(t *testing.T) {
 		}
 	}
 	kept := config.Agent{Name: "a", MaxTokens: 7, AllowedTools: config.AllowedTools{Patterns: []string{}},
-		Model: config.ModelConfig{Provider: config.ProviderOpenAI, Model: "m", APIKeyEnv: "K"}}
+		Model: config.ModelConfig{Provider: config.ProviderOpenAI, Model: "m", APIKeyEnv: "K"},
+		Wake:  config.Wake{Debounce: config.NoDebounce, MaxDelay: time.Second}}
 	if got := kept.WithDefaults(); !cmp.Equal(got, kept) {
 		t.Errorf("WithDefaults changed what was set: %+v", got)
 	}

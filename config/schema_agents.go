@@ -11,7 +11,7 @@ import (
 
 // The keys of the agent mappings.
 var (
-	agentKeys = []string{"name", "model", "system", "allowedTools", "maxTokens"}
+	agentKeys = []string{"name", "model", "system", "allowedTools", "maxTokens", "wake"}
 	modelKeys = []string{"provider", "script", "echo", "model", "apiKeyEnv", "keyOptional", "baseURL", "contextWindow"}
 	routeKeys = []string{"server", "featureSet", "agent"}
 
@@ -97,6 +97,8 @@ func (d *decoder) agent(n *yaml.Node, p *placedAgent, dir string) (Agent, bool) 
 			a.System, _ = d.scalar(e.val, path, line, `a string (write "" for none)`)
 		case "allowedTools":
 			a.AllowedTools = d.allowedTools(e.val, path, line)
+		case "wake":
+			a.Wake = d.wake(e.val, path, line)
 		case "maxTokens":
 			if v, ok := d.integer(e.val, path, line); ok {
 				if v <= 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/internal/model/provider"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -49,7 +50,7 @@ func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
 			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 		set.models[a.Name] = m
-		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: a.MaxTokens})
+		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: a.MaxTokens, Wake: wakeRules(a.Wake)})
 	}
 	rt, err := agent.Start(agent.Options{
 		Store:      h.store,
@@ -213,3 +214,33 @@ var logEventNotStored = lograte.Kind{
 // errEmptyEvent refuses a push event whose content shows nothing.
 var errEmptyEvent = protocol.NewError(protocol.CodeInvalidParams, "Invalid params: the event's content shows nothing an agent could read ("+content.ReasonEmptyContent+")",
 	map[string]string{"reason": content.ReasonEmptyContent})
+
+// wakeRules is an agent's wake configuration as the agent layer takes it.
+func wakeRules(w config.Wake) agent.WakeRules {
+	out := agent.WakeRules{Debounce: max(w.Debounce, 0), MaxDelay: w.MaxDelay}
+	for _, r := range w.Rules {
+		out.Rules = append(out.Rules, treat.Rule{TagsAny: r.TagsAny, TagsAll: r.TagsAll, TagsNone: r.TagsNone,
+			Servers: r.Servers, Channels: r.Channels, FeatureSets: r.FeatureSets, Source: r.Source, Treat: treat.Treatment(r.Treat)})
+	}
+	return out
+}
+
+// WakeLines describes what wakes an agent configured with w, for
+// `mcplhost check`: its debounce, then its rules and the host's defaults,
+// in the order they are tried.
+func WakeLines(w config.Wake) []string {
+	r := wakeRules(w.WithDefaults())
+	var out []string
+	if r.Debounce > 0 {
+		out = append(out, fmt.Sprintf("debounce %s, a turn at most %s after the first message that wakes it", r.Debounce, r.MaxDelay))
+	} else {
+		out = append(out, "no debounce: a message that wakes the agent starts a turn at once")
+	}
+	for i, rule := range r.Rules {
+		out = append(out, fmt.Sprintf("rule %d: %s", i+1, rule))
+	}
+	for i, rule := range treat.Defaults {
+		out = append(out, fmt.Sprintf("default %d: %s", i+1, rule))
+	}
+	return out
+}

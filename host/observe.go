@@ -191,6 +191,10 @@ func (a *activity) record(ev agent.Event) {
 		g.turns++
 		g.inTurn = false
 		a.metrics.Turn(ev.Agent, ev.Reason)
+	case agent.EventTreated:
+		for _, c := range ev.Treated {
+			a.metrics.Treated(ev.Agent, c.Server, string(c.Treat), c.N)
+		}
 	case agent.EventModel:
 		if ev.Usage != nil {
 			g.in += int64(ev.Usage.In)

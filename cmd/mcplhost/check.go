@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcpl-go/mcpl/config"
+	"github.com/mcpl-go/mcpl/host"
 )
 
 const checkUsage = `usage: mcplhost check --config FILE
@@ -20,6 +21,10 @@ docs/config.md describes every key.
 
 flags:
   --config FILE   the configuration file to check
+
+For a valid file it prints, for each agent, what wakes it: the debounce and
+the treatment rules, the agent's own and then the host's defaults, in the
+order they are tried.
 
 Exit status: 0 when the file is valid, 1 when it is not (or cannot be read),
 2 for usage errors.
@@ -69,6 +74,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	printer{stdout}.linef("config %s: ok (%s)", path, checkCount(len(cfg.Servers), "server"))
+	for _, a := range cfg.Agents {
+		// What wakes each agent, defaults included (docs/agents.md).
+		printer{stdout}.linef("agent %s wakes by these rules, first match wins:", a.Name)
+		for _, l := range host.WakeLines(a.Wake) {
+			printer{stdout}.linef("  %s", l)
+		}
+	}
 	return exitOK
 }
 

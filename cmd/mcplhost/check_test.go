@@ -28,6 +28,13 @@ func TestCheck(t *testing.T) {
 	good := write("good.yaml", "servers:\n  - id: a\n    command: [sh]\n  - id: b\n    url: ws://localhost:1/\n")
 	one := write("one.yaml", "servers:\n  - id: a\n    command: [sh]\n")
 	none := write("none.yaml", "servers: []\n")
+	agents := write("agents.yaml", "agents:\n  - name: ada\n    model: {provider: scripted, echo: true}\n"+
+		"    wake:\n      rules: [{channel: support, tagsAny: [chat:ambient], treat: wake}]\n"+
+		"  - name: bo\n    model: {provider: scripted, echo: true}\n    wake: {debounce: 0s}\n")
+	defaults := "  default 1: tagsAny chat:addressed → wake\n" +
+		"  default 2: tagsNone *, source push → wake\n" +
+		"  default 3: tagsAny chat:ambient → batch\n" +
+		"  default 4: anything → wake\n"
 	bad := write("bad.yaml", "servers:\n  - id: chat\n    comand: [go]\n    reconnect: {initial: 5 seconds}\n")
 	badOne := write("bad1.yaml", "stor: x\nservers: []\n")
 	example := filepath.Join("..", "..", "examples", "config", "host.yaml")
@@ -43,6 +50,12 @@ func TestCheck(t *testing.T) {
 		{"one dash", []string{"-config", one}, exitOK, "config " + one + ": ok (1 server)\n", ""},
 		{"equals", []string{"--config=" + none}, exitOK, "config " + none + ": ok (0 servers)\n", ""},
 		{"example", []string{"--config", example}, exitOK, "config " + example + ": ok (1 server)\n", ""},
+		{"agents' wake rules", []string{"--config", agents}, exitOK, "config " + agents + ": ok (0 servers)\n" +
+			"agent ada wakes by these rules, first match wins:\n" +
+			"  debounce 1.5s, a turn at most 5s after the first message that wakes it\n" +
+			"  rule 1: tagsAny chat:ambient, channel support → wake\n" + defaults +
+			"agent bo wakes by these rules, first match wins:\n" +
+			"  no debounce: a message that wakes the agent starts a turn at once\n" + defaults, ""},
 		{"bad", []string{"--config", bad}, exitFail, "",
 			bad + ":2: servers[0]: has neither command nor url; give command: [program, args...] to run the server, or url: ws://host:port/path to dial it\n" +
 				bad + ":3: servers[0].comand: unknown key (did you mean command?)\n" +

@@ -92,6 +92,14 @@ const demoScript = `steps:
 // demoTurns is how many turns the scripted story has.
 const demoTurns = 5
 
+// The demo agent's debounce and its bound, shorter than the defaults: the
+// room posts each line once the agent has answered the one before, so
+// there is no burst for a debounce to fold, and the story stays brisk.
+const (
+	demoDebounce = 300 * time.Millisecond
+	demoMaxDelay = time.Second
+)
+
 // demoDeadline bounds the demo.
 const demoDeadline = 30 * time.Second
 
@@ -247,7 +255,8 @@ agents:
   - name: ada
     model: %s
     system: You are Ada, in the team's chat room.
-`, room, feed.path, model.yaml())
+    wake: {debounce: %s, maxDelay: %s}
+`, room, feed.path, model.yaml(), demoDebounce, demoMaxDelay)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		feed.close()

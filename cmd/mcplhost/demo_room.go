@@ -210,7 +210,8 @@ const demoScriptOver = "(the script has played out: nobody posts from here on)"
 // The story is over once the room's script has played out, and, with the
 // scripted model, its three turns have ended (they can be counted); with
 // a provider's model, once the agent has then been quiet (no turn
-// running) for demoQuiet.
+// running) for demoQuiet, past the most its debounce can put a turn off
+// (demoMaxDelay).
 type demoStory struct {
 	tp       transcriptPrinter
 	scripted bool
@@ -311,9 +312,9 @@ func (s *demoStory) check() {
 			s.quiet.Stop()
 		}
 	case s.quiet == nil:
-		s.quiet = time.AfterFunc(demoQuiet, s.end)
+		s.quiet = time.AfterFunc(demoQuiet+demoMaxDelay, s.end)
 	default:
-		s.quiet.Reset(demoQuiet)
+		s.quiet.Reset(demoQuiet + demoMaxDelay)
 	}
 }
 

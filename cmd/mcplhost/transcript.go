@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/treat"
 )
 
 const transcriptUsage = `usage: mcplhost transcript [--agent NAME] [--color auto|always|never] FILE
@@ -158,7 +159,11 @@ func (tp transcriptPrinter) event(ev agent.Event) {
 				from = append(from, w.MessageID+" in "+w.Channel+" on "+w.Server)
 			}
 		}
-		tp.line(styleTurn, "%s %s turn %d, woken by %s", at, ev.Agent, ev.Turn, strings.Join(from, ", "))
+		tp.line(styleTurn, "%s %s turn %d, woken by %s%s", at, ev.Agent, ev.Turn, strings.Join(from, ", "), carriedText(ev.Carried))
+	case agent.EventTreated:
+		if s := treatedText(ev.Treated); s != "" {
+			tp.line("", "  %s read %s", ev.Agent, s)
+		}
 	case agent.EventShown:
 		for _, l := range strings.Split(ev.Text, "\n") {
 			tp.line(styleShown, "    | %s", l)
@@ -299,4 +304,43 @@ func startOwnLine(f *os.File, path string) {
 	if _, err := r.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
 		f.Write([]byte{'\n'})
 	}
+}
+
+// carriedText is what a turn carried besides what woke it, as its start
+// line ends: "; carried 2 held, 40 batched" ("" for nothing).
+func carriedText(c *agent.Carried) string {
+	if c == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{c.Held, "held"}, {c.Batched, "batched"}, {c.Ignored, "ignored"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; carried " + strings.Join(parts, ", ")
+}
+
+// treatedText says what a read batched and ignored, by server: "40
+// batched on chatroom, 2 ignored on ads" ("" when it did neither: what
+// woke a turn is on the turn's line).
+func treatedText(ts []agent.Treated) string {
+	var parts []string
+	for _, t := range ts {
+		if t.Treat == treat.Wake || t.N == 0 {
+			continue
+		}
+		what := "batched"
+		if t.Treat == treat.Ignore {
+			what = "ignored"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s on %s", t.N, what, t.Server))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -43,6 +43,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	turns    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
+	treated  *prometheus.CounterVec
 }
 
 // Request directions.
@@ -72,8 +73,12 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "mcpl_model_tokens_total",
 			Help: "Model tokens, by agent and direction (in: read by the model; out: written).",
 		}, []string{"agent", "direction"}),
+		treated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_agent_messages_total",
+			Help: "Messages and events an agent read, by agent, server and treatment (wake: woke it; batch: joined a turn without waking it; ignore: consumed unseen).",
+		}, []string{"agent", "server", "treatment"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, liveCollector(snapshot)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.treated, liveCollector(snapshot)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -96,6 +101,15 @@ func (m *Metrics) Turn(agent, reason string) {
 		return
 	}
 	m.turns.WithLabelValues(agent, reason).Inc()
+}
+
+// Treated counts n messages of server an agent read and treated as
+// treatment (wake, batch, ignore).
+func (m *Metrics) Treated(agent, server, treatment string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.treated.WithLabelValues(agent, server, treatment).Add(float64(n))
 }
 
 // Tokens counts a model call's tokens.

@@ -210,3 +210,32 @@ func (r Rule) Check() string {
 	}
 	return ""
 }
+
+// String describes r for an operator: its matchers, then its treatment,
+// like "tagsAny chat:ambient, channel support → wake"; a rule that
+// matches everything is "anything → wake".
+func (r Rule) String() string {
+	var parts []string
+	add := func(key string, globs []string) {
+		if len(globs) > 0 {
+			parts = append(parts, key+" "+strings.Join(globs, " "))
+		}
+	}
+	add("tagsAny", r.TagsAny)
+	add("tagsAll", r.TagsAll)
+	add("tagsNone", r.TagsNone)
+	add("server", r.Servers)
+	add("channel", r.Channels)
+	add("featureSet", r.FeatureSets)
+	if r.Source != "" {
+		parts = append(parts, "source "+r.Source)
+	}
+	if len(parts) == 0 {
+		parts = []string{"anything"}
+	}
+	s := strings.Join(parts, ", ") + " → " + string(r.Treat)
+	if r.From != "" {
+		s += " (suggested by " + r.From + ")"
+	}
+	return s
+}

@@ -137,3 +137,19 @@ func TestDecisionFrom(t *testing.T) {
 		t.Errorf("Decide = %+v, want the slack suggestion's ignore", d)
 	}
 }
+
+func TestRuleString(t *testing.T) {
+	for _, tc := range []struct {
+		r    Rule
+		want string
+	}{
+		{Rule{Treat: Wake}, "anything → wake"},
+		{Rule{TagsAny: []string{"chat:ambient"}, Channels: []string{"support", "help-*"}, Treat: Batch}, "tagsAny chat:ambient, channel support help-* → batch"},
+		{Rule{Source: SourcePush, TagsNone: []string{"*"}, Treat: Wake}, "tagsNone *, source push → wake"},
+		{Rule{Servers: []string{"noisy"}, FeatureSets: []string{"ads.*"}, Treat: Ignore, From: "noisy"}, "server noisy, featureSet ads.* → ignore (suggested by noisy)"},
+	} {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("String() = %q, want %q", got, tc.want)
+		}
+	}
+}
