@@ -16,9 +16,9 @@ import (
 	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/model"
-	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/internal/model/provider"
 	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/protocol"
 	"github.com/mcpl-go/mcpl/store"
 )
