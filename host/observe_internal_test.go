@@ -1,10 +1,16 @@
 package host
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/metrics"
+	"github.com/mcpl-go/mcpl/internal/treat"
 )
 
 // An agent's activity counts its turns and tokens, says whether a turn is
@@ -53,5 +59,28 @@ func TestActivityFill(t *testing.T) {
 	a.fill(&other)
 	if other.Turns != 0 || other.Recent != nil || !other.LastEvent.IsZero() {
 		t.Errorf("an agent with no events: %+v", other)
+	}
+}
+
+// What an agent's reads treated how is counted by agent, server and
+// treatment, from its transcript's treated events.
+func TestActivityTreated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, func() metrics.Snapshot { return metrics.Snapshot{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := activity{metrics: m}
+	a.record(agent.Event{Agent: "ada", Event: agent.EventTreated, Treated: []agent.Treated{{Server: "chat", Treat: treat.Batch, N: 40}, {Server: "chat", Treat: treat.Wake, N: 1}}})
+	a.record(agent.Event{Agent: "ada", Event: agent.EventTreated, Treated: []agent.Treated{{Server: "ads", Treat: treat.Ignore, N: 2}, {Server: "chat", Treat: treat.Batch, N: 2}}})
+	want := `
+# HELP mcpl_agent_messages_total Messages and events an agent read, by agent, server and treatment (wake: woke it; batch: joined a turn without waking it; ignore: consumed unseen).
+# TYPE mcpl_agent_messages_total counter
+mcpl_agent_messages_total{agent="ada",server="ads",treatment="ignore"} 2
+mcpl_agent_messages_total{agent="ada",server="chat",treatment="batch"} 42
+mcpl_agent_messages_total{agent="ada",server="chat",treatment="wake"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpl_agent_messages_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/treat"
 )
 
 const sampleTranscript = `{"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"turn_start","wokenBy":[{"kind":"channel","server":"chat","channel":"general","messageId":"m1"}]}
@@ -197,5 +201,21 @@ func TestRunTranscriptStartsOwnLine(t *testing.T) {
 	}
 	if b2, _ := os.ReadFile(tr); len(b2) != len(b)+len(lines[len(lines)-2])+1 {
 		t.Errorf("a second run changed the transcript: %q", b2)
+	}
+}
+
+// A turn's line says what it carried, and a read's line what it batched
+// and ignored; a read that only woke the agent says nothing more.
+func TestTranscriptWakeLines(t *testing.T) {
+	var out strings.Builder
+	tp := transcriptPrinter{p: printer{&out}}
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.Local)
+	tp.event(agent.Event{At: at, Agent: "ada", Turn: 3, Event: agent.EventTurnStart, WokenBy: []agent.Wake{{Kind: "channel", Server: "chat", Channel: "a", MessageID: "q"}}, Carried: &agent.Carried{Held: 2, Batched: 40}})
+	tp.event(agent.Event{At: at, Agent: "ada", Turn: 3, Event: agent.EventTreated, Treated: []agent.Treated{{Server: "chat", Treat: treat.Wake, N: 1}}})
+	tp.event(agent.Event{At: at, Agent: "ada", Turn: 3, Event: agent.EventTreated, Treated: []agent.Treated{{Server: "chat", Treat: treat.Batch, N: 40}, {Server: "ads", Treat: treat.Ignore, N: 2}}})
+	want := "06:00:00 ada turn 3, woken by q in a on chat; carried 2 held, 40 batched\n" +
+		"  ada read 40 batched on chat, 2 ignored on ads\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
