@@ -230,6 +230,17 @@ const (
 	RecoverPreserving
 )
 
+// String is for logs and test names.
+func (m RecoveryMode) String() string {
+	switch m {
+	case RecoverConservative:
+		return "conservative"
+	case RecoverPreserving:
+		return "preserving"
+	}
+	return "recovery?"
+}
+
 // Sealed is an occupant recovery turned ordinary.
 type Sealed struct {
 	// Subject is its subject.

@@ -43,7 +43,7 @@ type Spec struct {
 	Retract bool
 	// Initial claims the subject's birth (RFC-006 §3.3).
 	Initial bool
-	// Data is a notice's data, exactly as sent; nil when it had none.
+	// Data is a notice's data, compact; nil when it had none.
 	Data json.RawMessage
 }
 
@@ -91,8 +91,12 @@ func invalid(field, reason string) (Spec, *Invalid) {
 //     is malformed whatever its value, null aside.
 //   - An empty channelId is malformed: no channel has that id, and scope
 //     selection must never fall back silently to the feature set.
-//   - data's size is its serialization as sent, the bytes stored and
-//     handed back, so the bound is on exactly what the host holds.
+//   - data is kept in its compact serialization: the same JSON value,
+//     every string and number byte for byte, without insignificant
+//     whitespace. That is what push/render sends back in any case
+//     (encoding/json compacts a RawMessage it writes) and what State
+//     keeps, so the bytes never change between admission, restart and
+//     render; the 4 KiB bound is on exactly those bytes.
 //   - Members Parse does not know are ignored (tolerant reader).
 //   - On a lane the host does not advertise (pushEvents or
 //     channelsIncoming false), the member is ignored as by a host without
@@ -181,10 +185,14 @@ func Parse(raw json.RawMessage, lane Lane, eventID string, adv protocol.EventCoa
 		if !s.Deferred {
 			return invalid("coalesce.data", "is allowed only with deferred")
 		}
-		if len(v) > protocol.MaxCoalesceDataBytes {
+		var c bytes.Buffer
+		if err := json.Compact(&c, v); err != nil {
+			return invalid("coalesce.data", "is not JSON")
+		}
+		if c.Len() > protocol.MaxCoalesceDataBytes {
 			return invalid("coalesce.data", "must be at most 4096 bytes serialized")
 		}
-		s.Data = append(json.RawMessage(nil), v...)
+		s.Data = json.RawMessage(c.Bytes())
 	}
 	if eventID == "" {
 		return invalid("eventId", "a non-empty eventId is required with coalesce")

@@ -56,7 +56,7 @@ func TestVectorsDeferred(t *testing.T) {
 		}
 		for i, n := range p.Notices {
 			want := protocol.Notice{EventID: fmt.Sprintf("n%d", i+36), Timestamp: ts,
-				Data: json.RawMessage(fmt.Sprintf(`{"private": "PRIVATE_%d"}`, i+36))}
+				Data: json.RawMessage(fmt.Sprintf(`{"private":"PRIVATE_%d"}`, i+36))} // the value sent, compact
 			if d := cmp.Diff(want, n); d != "" {
 				t.Fatalf("notice %d: %s", i, d)
 			}
