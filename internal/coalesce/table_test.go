@@ -189,7 +189,7 @@ func TestImportErrors(t *testing.T) {
 func TestImportTrimsNotices(t *testing.T) {
 	ns := make([]protocol.Notice, 70)
 	for i := range ns {
-		ns[i] = protocol.Notice{EventID: string(rune('a' + i%26)) + strings.Repeat("x", i/26), Timestamp: ts}
+		ns[i] = protocol.Notice{EventID: string(rune('a'+i%26)) + strings.Repeat("x", i/26), Timestamp: ts}
 	}
 	st := State{Format: StateFormat, Subjects: []SubjectState{{Subject: doc, History: HistoryNone,
 		Pending: &BatchState{FeatureSet: "doc", EventID: ns[69].EventID, Notices: ns, Dropped: 2}}}}
