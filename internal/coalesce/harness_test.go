@@ -29,6 +29,7 @@ type harness struct {
 	requests [][]string      // the texts of each assembled request
 	renders  []Render        // every push/render sent
 	decided  map[uint64]bool // renders that materialized something
+	cancel   map[uint64]bool // renders whose batch was cancelled
 	audit    []string        // displaced/folded/discarded lines
 	window   int64
 }
@@ -53,7 +54,7 @@ type row struct {
 
 func newHarness(t testing.TB, opts Options) *harness {
 	return &harness{t: t, tab: New(opts), now: time.UnixMilli(1_800_000_000_000), adv: protocol.AllEventCoalescing(),
-		live: map[string]*row{}, decided: map[uint64]bool{}}
+		live: map[string]*row{}, decided: map[uint64]bool{}, cancel: map[uint64]bool{}}
 }
 
 func rowKey(binding, id string) string { return binding + "\x00" + id }
@@ -116,6 +117,9 @@ func (h *harness) remove(binding string, rm Removal) {
 	case r.removed:
 		h.t.Fatalf("removal of %q twice", rm.EventID)
 	}
+	if rm.Reason == RemovedCancelled {
+		h.cancel[rm.RenderID] = true
+	}
 	r.removed = true
 	delete(h.live, rowKey(binding, rm.EventID))
 	h.audit = append(h.audit, fmt.Sprintf("%s %s", rm.Reason, rm.EventID))
@@ -156,7 +160,13 @@ func (h *harness) add(r *row) {
 // decide applies a Decision to the placeholder it names.
 func (h *harness) decide(d Decision, rendered string) {
 	h.t.Helper()
+	if h.cancel[d.RenderID] && !d.Discarded {
+		h.t.Fatalf("render %d of a cancelled batch decided %+v", d.RenderID, d)
+	}
 	if d.Discarded {
+		if d.Materialize != MaterializeNothing {
+			h.t.Fatalf("a discarded decision materializes: %+v", d)
+		}
 		h.audit = append(h.audit, fmt.Sprintf("discarded render %d (%s)", d.RenderID, d.Cause))
 		return
 	}
@@ -239,7 +249,16 @@ func (h *harness) assemble(plan *renderPlan) []string {
 		if plan == nil {
 			h.t.Fatalf("a render of %v at an assembly that expects none", key)
 		}
-		ren := h.start(key)
+		ren, ok := h.tab.StartRender(key)
+		if !ok {
+			// The subject's previous render is still open: this batch
+			// stays pending, unseen, for a later assembly.
+			if st, _ := h.tab.Inspect(key); st.Rendering == nil {
+				h.t.Fatalf("no render started for %v, and none is open", key)
+			}
+			continue
+		}
+		h.renders = append(h.renders, ren)
 		h.finish(ren.ID, plan.out, plan.text)
 	}
 	var req []string
