@@ -213,10 +213,10 @@ type Decision struct {
 	// replaceable or removable until consumed (§5.4 rule 7); false: it is
 	// ordinary.
 	Occupant bool
-	// Notices are the batch's retained notice eventIds, oldest first, and
-	// Dropped the count it had discarded: the notices folded into this
-	// materialization.
+	// Notices are the batch's retained notice eventIds, oldest first: the
+	// notices folded into this materialization.
 	Notices []string
+	// Dropped counts the older notices the batch had discarded.
 	Dropped int
 	// Sealed names an earlier materialized occurrence of the subject still
 	// unread, now ordinary: it is the baseline of this one and stays

@@ -10,7 +10,8 @@ import (
 // receipt keyed by (binding, eventId) holding its original result; a
 // retry within the window advertised when the occurrence was admitted
 // (never less than the default hour, and measured from that first
-// admission) gets that result back and has no effect. A later, shorter
+// admission, its last millisecond included) gets that result back and
+// has no effect. A later, shorter
 // advertisement does not shorten it (vector 48): the receipt keeps its
 // own expiry. Receipts are part of State, so they survive restarts.
 //
@@ -45,7 +46,7 @@ func (t *Table) live(binding, eventID string) bool {
 // receipt returns the original result of a retry, if it is one.
 func (t *Table) receipt(now time.Time, binding, eventID string) (protocol.CoalesceResult, bool) {
 	r, ok := t.receipts[receiptKey{binding, eventID}]
-	if !ok || (now.UnixMilli() >= r.expires && !t.live(binding, eventID)) {
+	if !ok || (now.UnixMilli() > r.expires && !t.live(binding, eventID)) {
 		return protocol.CoalesceResult{}, false
 	}
 	return r.result, true
@@ -64,7 +65,7 @@ func (t *Table) Expire(now time.Time) int {
 	at := now.UnixMilli()
 	n := 0
 	for k, r := range t.receipts {
-		if at >= r.expires && !t.live(k.binding, k.eventID) {
+		if at > r.expires && !t.live(k.binding, k.eventID) {
 			delete(t.receipts, k)
 			n++
 		}

@@ -69,15 +69,17 @@ type BatchState struct {
 
 // ReceiptState is one retry receipt.
 type ReceiptState struct {
-	// Binding and EventID name the occurrence.
+	// Binding is the occurrence's binding.
 	Binding string `json:"binding"`
+	// EventID is the occurrence's eventId.
 	EventID string `json:"eventId"`
 	// Result is its original coalesce result.
 	Result protocol.CoalesceResult `json:"result"`
-	// AdmittedMs is its first admission, and ExpiresMs the end of its
-	// window, in Unix milliseconds.
+	// AdmittedMs is its first admission, in Unix milliseconds.
 	AdmittedMs int64 `json:"admittedMs"`
-	ExpiresMs  int64 `json:"expiresMs"`
+	// ExpiresMs is the last millisecond of its window, fixed at admission
+	// by the window then advertised.
+	ExpiresMs int64 `json:"expiresMs"`
 }
 
 func (b *batch) export() *BatchState {

@@ -286,9 +286,9 @@ type Removal struct {
 	// RenderID is the cancelled render, for RemovedCancelled.
 	RenderID uint64
 	// Notices are a removed batch's retained notice eventIds, oldest
-	// first, and Dropped how many older ones it had discarded: the audit
-	// of notices that will never render.
+	// first: the audit of notices that will never render.
 	Notices []string
+	// Dropped counts the older notices a removed batch had discarded.
 	Dropped int
 }
 
@@ -311,7 +311,8 @@ type Admission struct {
 	// EventID is the occurrence id; the table knows the occurrence by it
 	// (within its binding) from here on.
 	EventID string
-	// Timestamp is the occurrence's timestamp, returned in push/render.
+	// Timestamp is the occurrence's timestamp, returned in push/render;
+	// the caller gives its receipt time when the push carried none.
 	Timestamp string
 	// Spec is the validated coalesce member (Parse).
 	Spec Spec

@@ -248,7 +248,8 @@ func TestReceiptWindow(t *testing.T) {
 		dup      bool
 	}{
 		{"default window, just inside", 0, true, time.Hour - time.Millisecond, true},
-		{"default window, at its end", 0, true, time.Hour, false},
+		{"default window, at its last millisecond", 0, true, time.Hour, true},
+		{"default window, after it", 0, true, time.Hour + time.Millisecond, false},
 		{"a shorter window counts as the default", 1000, true, 59 * time.Minute, true},
 		{"two hours, at 119 minutes", 7200000, true, 119 * time.Minute, true},
 		{"two hours, after", 7200000, true, 2*time.Hour + time.Millisecond, false},
