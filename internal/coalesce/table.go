@@ -390,6 +390,8 @@ func (t *Table) Plan(now time.Time, in Admission) (*Plan, error) {
 		return nil, fmt.Errorf("%w: binding, eventId and a coalesced spec are required", ErrAdmission)
 	case in.Lane != LanePush && in.Lane != LaneIncoming:
 		return nil, fmt.Errorf("%w: no lane", ErrAdmission)
+	case in.Lane == LanePush && in.FeatureSet == "":
+		return nil, fmt.Errorf("%w: a push/event without its feature set", ErrAdmission)
 	case in.Lane == LaneIncoming && (in.Spec.Deferred || in.Spec.ChannelID != ""):
 		return nil, fmt.Errorf("%w: deferred or channelId on channels/incoming", ErrAdmission)
 	case in.Spec.Retract && (in.Spec.Deferred || in.Spec.Initial):

@@ -32,6 +32,7 @@ func TestAdmissionErrors(t *testing.T) {
 		"not coalesced":           {Binding: "b", Lane: LanePush, FeatureSet: "doc", EventID: "a"},
 		"no lane":                 {Binding: "b", FeatureSet: "doc", EventID: "a", Spec: spec(t, cPlain)},
 		"no feature set":          {Binding: "b", Lane: LanePush, EventID: "a", Spec: spec(t, cPlain)},
+		"channel push, no fs":     {Binding: "b", Lane: LanePush, EventID: "a", Spec: spec(t, cChanEdit)},
 		"incoming without chan":   {Binding: "b", Lane: LaneIncoming, EventID: "a", Spec: spec(t, cPlain)},
 		"incoming deferred":       {Binding: "b", Lane: LaneIncoming, ChannelID: "c", EventID: "a", Spec: spec(t, cDeferred)},
 		"retract and initial":     {Binding: "b", Lane: LanePush, FeatureSet: "doc", EventID: "a", Spec: Spec{Key: "K", Retract: true, Initial: true}},
