@@ -39,6 +39,7 @@ func TestWakeAmbientThenAddressed(t *testing.T) {
 			m := echoModel()
 			bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: debounce}}}}, func(h *harness) {
 				t := h.t
+				h.env.typing = map[string]bool{"chat/general": true}
 				h.env.channel("chat", "general", "open")
 				for i := range 40 {
 					h.add(now(chanMsg("chat", "general", fmt.Sprint("a", i), fmt.Sprint("people talk ", i), "chat:ambient")))
@@ -63,6 +64,9 @@ func TestWakeAmbientThenAddressed(t *testing.T) {
 				_, _, _, pubs := h.env.snapshot()
 				if len(pubs) != 1 || pubs[0].Channel != "general" {
 					t.Errorf("publications %+v, want one reply in general", pubs)
+				}
+				if sent := h.env.sent(); !slices.Equal(sent, []string{"typing start chat/general", "typing stop chat/general"}) {
+					t.Errorf("typing signals %q, want one start and one stop", sent)
 				}
 				var batched, woke int
 				for _, ev := range h.rec.of("ada", EventTreated) {
