@@ -214,6 +214,9 @@ type selection struct {
 	// retry is when the runner reads again for a message that waits (its
 	// channel isn't registered yet); zero for none.
 	retry time.Time
+	// firstWake and lastWake are when the oldest and the newest message
+	// read that wakes the runner came, shown or left out (wake.go's due).
+	firstWake, lastWake time.Time
 	// base is where an agent's base moves to once this is recorded:
 	// everything at or below it is consumed (0: it doesn't move).
 	base int64
@@ -245,6 +248,7 @@ func (s *selection) read(m store.Message, v verdict) {
 	it.seq, it.treat, it.at = m.Seq, d.Treat, m.At
 	if s.r.wakes(it) {
 		s.count(m.Server, treat.Wake)
+		s.woke(m.At)
 	} else {
 		s.count(m.Server, treat.Batch)
 	}

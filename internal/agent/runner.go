@@ -51,8 +51,8 @@ type runner struct {
 	// (bots.go).
 	botRuns map[forkKey]int
 	// turnStart and turnEnd are when its last turn ran (wake.go's held
-	// count).
-	turnStart, turnEnd time.Time
+	// count); waitsUntil is when a debounce that is running ends.
+	turnStart, turnEnd, waitsUntil time.Time
 }
 
 func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, base int64, cursors map[string]int64) (*runner, error) {
@@ -192,6 +192,13 @@ func (r *runner) loop(ctx context.Context) {
 			return
 		case <-r.signal:
 		}
+		if time.Now().Before(r.waitsUntil) {
+			// A debounce is running: what came meanwhile can only put
+			// the turn off, not bring it on (wake.go), so it is read
+			// once, when the timer fires, not at every poke.
+			continue
+		}
+		r.waitsUntil = time.Time{}
 		for r.ctx.Err() == nil && !r.rt.isStopping() {
 			r.setBusy(true)
 			sel, err := r.pull()
@@ -204,7 +211,8 @@ func (r *runner) loop(ctx context.Context) {
 			}
 			if due := r.due(sel); !due.IsZero() {
 				// Debounce: the turn waits for quiet, or its bound.
-				r.wakeAt(earliest(due, sel.retry))
+				r.waitsUntil = earliest(due, sel.retry)
+				r.wakeAt(r.waitsUntil)
 				break
 			}
 			if !sel.retry.IsZero() {

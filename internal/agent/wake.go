@@ -63,35 +63,36 @@ func (r *runner) treatment(m store.Message) treat.Decision {
 }
 
 // due is when a turn over sel may start: the zero time when it may start
-// now, or nothing in it wakes r.
+// now, or nothing in it wakes r. The bound runs from the oldest waking
+// message read, whether the turn would show it or leave it out, so that
+// a flood, whose oldest messages the budget leaves out, can't move it.
 func (r *runner) due(sel *selection) time.Time {
 	w := r.spec.Wake
-	if w.Debounce <= 0 {
+	if w.Debounce <= 0 || sel.firstWake.IsZero() {
 		return time.Time{}
 	}
-	var first, last time.Time
-	for _, it := range sel.items {
-		if it.at.IsZero() || !r.wakes(it) {
-			continue
-		}
-		if first.IsZero() || it.at.Before(first) {
-			first = it.at
-		}
-		if it.at.After(last) {
-			last = it.at
-		}
-	}
-	if first.IsZero() {
-		return time.Time{}
-	}
-	due := last.Add(w.Debounce)
-	if bound := first.Add(w.maxDelay()); bound.Before(due) {
+	due := sel.lastWake.Add(w.Debounce)
+	if bound := sel.firstWake.Add(w.maxDelay()); bound.Before(due) {
 		due = bound
 	}
 	if !due.After(time.Now()) {
 		return time.Time{}
 	}
 	return due
+}
+
+// woke notes when a message read that wakes the runner came (zero when
+// unknown: it doesn't hold the turn back).
+func (s *selection) woke(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if s.firstWake.IsZero() || at.Before(s.firstWake) {
+		s.firstWake = at
+	}
+	if at.After(s.lastWake) {
+		s.lastWake = at
+	}
 }
 
 // Carried is what a turn carried besides what woke it: the waking

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -246,6 +248,78 @@ func TestWakeBatchedSaysNothingOfLocus(t *testing.T) {
 		}
 		if got := wokenBy(h, "ada"); len(got) != 2 || !slices.Equal(got[1], []string{"e1"}) {
 			t.Errorf("turns woken by %q, want the second by the event alone", got)
+		}
+	})
+}
+
+// TestWakeFloodBound: a flood of waking messages, more than a turn shows
+// (MaxBatch), can't move the bound: it runs from the oldest message
+// read, not from the oldest the turn would show.
+func TestWakeFloodBound(t *testing.T) {
+	m := echoModel()
+	w := WakeRules{Debounce: 1500 * time.Millisecond, MaxDelay: 5 * time.Second}
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: w}}}, func(h *harness) {
+		t := h.t
+		h.env.channel("chat", "general", "open")
+		first := time.Now()
+		for i := range 400 {
+			h.add(now(chanMsg("chat", "general", fmt.Sprint("q", i), fmt.Sprint("question ", i), "chat:addressed")))
+			time.Sleep(20 * time.Millisecond)
+		}
+		synctest.Wait()
+		starts := h.rec.of("ada", EventTurnStart)
+		if len(starts) == 0 {
+			t.Fatal("no turn in 8 s of waking messages")
+		}
+		if got := starts[0].At.Sub(first); got != w.MaxDelay {
+			t.Errorf("the first turn started %v after the first message, want MaxDelay %v", got, w.MaxDelay)
+		}
+	})
+}
+
+// pageCounter counts the inbox reads from the inbox's start: an agent
+// that starts on an empty inbox reads from there until a turn is
+// recorded, while the router's reads move on with what it routed.
+type pageCounter struct {
+	*store.Memory
+	pages atomic.Int64
+}
+
+func (p *pageCounter) Page(ctx context.Context, q store.InboxQuery) ([]store.Message, error) {
+	if q.After == 0 && q.Server == "" {
+		p.pages.Add(1)
+	}
+	return p.Memory.Page(ctx, q)
+}
+
+// TestWakeDebounceReadsOnce: while a debounce runs, the messages that come
+// are not read at each arrival: the runner reads when its timer fires.
+func TestWakeDebounceReadsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &pageCounter{Memory: store.NewMemory()}
+		m := echoModel()
+		opts := Options{Store: st, Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: 1500 * time.Millisecond, MaxDelay: 5 * time.Second}}}}
+		h := setup(t, &opts)
+		h.start(opts)
+		defer h.rt.Close()
+		h.env.channel("chat", "general", "open")
+		synctest.Wait()
+		before := st.pages.Load()
+		for i := range 40 {
+			addMessages(t, st, now(chanMsg("chat", "general", fmt.Sprint("q", i), fmt.Sprint("question ", i), "chat:addressed")))
+			h.rt.Wake()
+			synctest.Wait()
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := len(m.requests()); n != 1 {
+			t.Fatalf("%d model calls, want 1", n)
+		}
+		// The first arrival's read, the timer's (the bound, 5 s on, in
+		// 4 s of messages: at most a few), and the turn's.
+		if reads := st.pages.Load() - before; reads > 8 {
+			t.Errorf("%d inbox reads for 40 messages in one debounce, want a few, not one an arrival", reads)
 		}
 	})
 }
