@@ -22,7 +22,6 @@
 package treat
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -184,31 +183,6 @@ func Glob(pattern, s string) bool {
 		pi++
 	}
 	return pi == len(p)
-}
-
-// Check says what is wrong with r ("" when nothing is), for a
-// configuration's error line.
-func (r Rule) Check() string {
-	switch r.Treat {
-	case Wake, Batch, Ignore:
-	case "":
-		return "has no treat; give one of wake, batch, ignore"
-	default:
-		return fmt.Sprintf("treat %q is not one of wake, batch, ignore", string(r.Treat))
-	}
-	switch r.Source {
-	case "", SourceChannel, SourcePush:
-	default:
-		return fmt.Sprintf("source %q is not one of channel, push", r.Source)
-	}
-	for _, l := range [][]string{r.TagsAny, r.TagsAll, r.TagsNone, r.Servers, r.Channels, r.FeatureSets} {
-		for _, g := range l {
-			if strings.TrimSpace(g) == "" {
-				return "has an empty pattern; write * to match anything"
-			}
-		}
-	}
-	return ""
 }
 
 // String describes r for an operator: its matchers, then its treatment,

@@ -111,24 +111,6 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestRuleCheck(t *testing.T) {
-	for _, tc := range []struct {
-		rule Rule
-		want string
-	}{
-		{Rule{Treat: Wake}, ""},
-		{Rule{Treat: Batch, Source: SourcePush, TagsAny: []string{"*"}}, ""},
-		{Rule{}, "has no treat; give one of wake, batch, ignore"},
-		{Rule{Treat: "immediate"}, `treat "immediate" is not one of wake, batch, ignore`},
-		{Rule{Treat: Ignore, Source: "world"}, `source "world" is not one of channel, push`},
-		{Rule{Treat: Wake, Channels: []string{" "}}, "has an empty pattern; write * to match anything"},
-	} {
-		if got := tc.rule.Check(); got != tc.want {
-			t.Errorf("Check(%+v) = %q, want %q", tc.rule, got, tc.want)
-		}
-	}
-}
-
 // A rule's From is carried into the decision, so an accepted suggestion
 // stays attributable.
 func TestDecisionFrom(t *testing.T) {
