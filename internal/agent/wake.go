@@ -20,7 +20,8 @@ import (
 //   - ignore: consumed unseen, and counted.
 //
 // Debounce: a turn starts once no waking message has come for Debounce,
-// or MaxDelay after the oldest waking message it would answer came,
+// or MaxDelay after the oldest waking message read came (one the budget
+// leaves out of the turn included),
 // whichever is first; so a burst costs one turn, and a steady stream
 // can't put a waking message off for more than MaxDelay (RFC-006 §4.2's
 // no-starvation rule holds for debounce too). Messages that come while a
