@@ -38,6 +38,11 @@ type FeatureSet struct {
 	// `"x.y" is not a capability path`, `42 is not a string`. It is empty
 	// for a valid declaration.
 	Invalid string
+	// TagOntology is its tagOntology as declared (SPEC §16.4), re-encoded
+	// (object members sorted); nil when it declares none. This package
+	// reads nothing in it: what it suggests is the treatment rules'
+	// (internal/treat).
+	TagOntology json.RawMessage
 }
 
 // Clone returns a copy of ad that shares no memory with it.
@@ -48,6 +53,7 @@ func (ad Advertisement) Clone() Advertisement {
 		c.FeatureSets = make([]FeatureSet, len(ad.FeatureSets))
 		for i, fs := range ad.FeatureSets {
 			fs.Uses = slices.Clone(fs.Uses)
+			fs.TagOntology = slices.Clone(fs.TagOntology)
 			c.FeatureSets[i] = fs
 		}
 	}
@@ -153,6 +159,9 @@ func parseFeatureSets(v any) []FeatureSet {
 		fs := FeatureSet{Name: name}
 		fs.Description, _ = obj["description"].(string)
 		fs.Uses, fs.Invalid = parseUses(obj["uses"])
+		if ont, ok := obj["tagOntology"]; ok && ont != nil {
+			fs.TagOntology, _ = json.Marshal(ont)
+		}
 		out = append(out, fs)
 	}
 	switch v := v.(type) {
