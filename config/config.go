@@ -123,7 +123,14 @@ type Server struct {
 	// ToolPrefix namespaces the server's tools: <ToolPrefix>--<tool>.
 	// It defaults to ID.
 	ToolPrefix string
-	Reconnect  Reconnect
+
+	// AcceptTreatment accepts the treatment rules the server's tag
+	// ontology suggests (SPEC §16.5), by the pin of that ontology
+	// ("sha256:" and 64 hex digits, as mcplhost run logs it): while the
+	// server declares the ontology pinned, its suggestions are applied
+	// to its messages, after each agent's own rules. "" accepts none.
+	AcceptTreatment string
+	Reconnect       Reconnect
 	// RequestTimeout is the deadline of each request the host sends: 0
 	// means DefaultRequestTimeout, NoTimeout none (but see TimeoutFor).
 	// The file's requestTimeout: 0 is NoTimeout.

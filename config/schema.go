@@ -12,7 +12,7 @@ import (
 // The keys each mapping accepts.
 var (
 	topKeys       = []string{"store", "inboxRetention", "servers", "agents", "conversations", "inference"}
-	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels"}
+	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels", "acceptTreatment"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
 	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes", "bots"}
@@ -167,6 +167,14 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 					d.add(line, path, "is not an environment variable name (letters, digits and _, not starting with a digit); write the name of the variable that holds the token, never the token itself")
 				} else {
 					s.TokenEnv = v
+				}
+			}
+		case "acceptTreatment":
+			if v, ok := d.scalar(e.val, path, line, "the pin of the server's tag ontology, like sha256:1f0c…"); ok {
+				if !pinRE.MatchString(v) {
+					d.add(line, path, "%q is not a pin: write the sha256:… that mcplhost run logs for this server's suggested treatment", v)
+				} else {
+					s.AcceptTreatment = v
 				}
 			}
 		case "toolPrefix":

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ type WakeRule struct {
 	Source                     string
 	Treat                      string
 }
+
+// pinRE is a tag ontology's pin (treat.Pin).
+var pinRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 var (
 	wakeKeys     = []string{"debounce", "maxDelay", "rules"}

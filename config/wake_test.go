@@ -54,3 +54,21 @@ func TestAgentWake(t *testing.T) {
 		}
 	}
 }
+
+// servers[].acceptTreatment: a pin, or nothing.
+func TestAcceptTreatment(t *testing.T) {
+	pin := "sha256:" + strings.Repeat("0f", 32)
+	s, err := one(t, "    acceptTreatment: "+pin+"\n")
+	if err != nil || s.AcceptTreatment != pin {
+		t.Errorf("AcceptTreatment %q, %v; want %s", s.AcceptTreatment, err, pin)
+	}
+	if s, err := one(t, ""); err != nil || s.AcceptTreatment != "" {
+		t.Errorf("absent: %q, %v", s.AcceptTreatment, err)
+	}
+	for _, bad := range []string{"true", "sha256:abc", "SHA256:" + strings.Repeat("0F", 32)} {
+		_, err := one(t, "    acceptTreatment: "+bad+"\n")
+		if err == nil || !strings.Contains(err.Error(), "c.yaml:4: servers[0].acceptTreatment: ") || !strings.Contains(err.Error(), "is not a pin") {
+			t.Errorf("%s: err = %v, want it named as not a pin", bad, err)
+		}
+	}
+}

@@ -215,6 +215,8 @@ var logEventNotStored = lograte.Kind{
 var errEmptyEvent = protocol.NewError(protocol.CodeInvalidParams, "Invalid params: the event's content shows nothing an agent could read ("+content.ReasonEmptyContent+")",
 	map[string]string{"reason": content.ReasonEmptyContent})
 
+func (e agentEnv) Accepted(server string) []treat.Rule { return e.h.suggested.of(server) }
+
 // wakeRules is an agent's wake configuration as the agent layer takes it.
 func wakeRules(w config.Wake) agent.WakeRules {
 	out := agent.WakeRules{Debounce: max(w.Debounce, 0), MaxDelay: w.MaxDelay}

@@ -122,6 +122,8 @@ type Host struct {
 	inbox    *inbox.Inbox // the inbox's one writer
 	// connected is when each server's current connection came up.
 	connected map[string]time.Time
+	// suggested are the servers' accepted suggested treatment rules.
+	suggested suggestions
 	// transcript writes the agents' turns, and hands them to activity.
 	transcript *agent.Transcript
 	activity   activity          // what the agents did, for Agents and metrics
@@ -451,6 +453,7 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 			h.connected[cfg.ID] = time.Now()
 			h.mu.Unlock()
 			h.warnUnhonoured(cfg, s)
+			h.acceptSuggestions(cfg, s)
 			h.channels.Connected(cfg.ID)
 			h.wakeAgents()
 			// Every connection lists the tools: until the server is

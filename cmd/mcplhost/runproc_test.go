@@ -55,9 +55,9 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startRun starts mcplhost run on cfg, its transcript the FIFO
-// dir/<name>.jsonl. Cleanup kills its group, if it is still running.
-func startRun(t *testing.T, dir, cfg, name string) *runProc {
+// startRun starts mcplhost run on cfg, with flags, its transcript the
+// FIFO dir/<name>.jsonl. Cleanup kills its group, if it is still running.
+func startRun(t *testing.T, dir, cfg, name string, flags ...string) *runProc {
 	t.Helper()
 	fifo := filepath.Join(dir, name+".jsonl")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -65,7 +65,7 @@ func startRun(t *testing.T, dir, cfg, name string) *runProc {
 	}
 	p := &runProc{t: t, stderr: &lockedBuffer{}, tr: newTranscriptLog(), done: make(chan struct{}), fifo: fifo}
 	go p.tr.follow(fifo)
-	p.cmd = exec.Command(hostBinary(t), "run", "--config", cfg, "--transcript", fifo)
+	p.cmd = exec.Command(hostBinary(t), append([]string{"run", "--config", cfg, "--transcript", fifo}, flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.launch(p.endTranscript); err != nil {
 		close(p.done)

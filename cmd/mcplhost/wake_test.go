@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/chanserver"
 	"github.com/mcpl-go/mcpl/internal/model/fakeapi"
+	"github.com/mcpl-go/mcpl/internal/treat"
 )
 
 // Issue 25 through the path a user takes: mcplhost run with the default
@@ -183,4 +186,54 @@ func countBatchedBefore(evs []agent.Event, start agent.Event) int {
 		}
 	}
 	return n
+}
+
+// A server's suggested treatment through mcplhost run: the chat server's
+// ontology suggests that ambient messages wake the agent. Accepted by its
+// pin, an ambient message wakes a turn; the log names the pin. A pin that
+// isn't the ontology's accepts nothing, and the log says so.
+func TestRunAcceptTreatment(t *testing.T) {
+	const ontology = `{"coreTags":["chat:ambient"],"suggestedTreatment":[{"tagsAny":["chat:ambient"],"behavior":"immediate"}]}`
+	pin := treat.Pin([]treat.Ontology{{FeatureSet: chanserver.FeatureSet, Raw: json.RawMessage(ontology)}})
+	for _, tc := range []struct {
+		name, accept string
+		wakes        bool
+		log          string
+	}{
+		{"accepted", pin, true, "a server's suggested treatment is accepted"},
+		{"another pin", "sha256:" + strings.Repeat("0", 64), false, "a server's tag ontology is not the one its configuration accepts"},
+		{"not accepted", "", false, "none is applied unless its configuration accepts them"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctlPath := filepath.Join(dir, "control.json")
+			accept := ""
+			if tc.accept != "" {
+				accept = "    acceptTreatment: " + tc.accept + "\n"
+			}
+			cfg := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(cfg, []byte(`store: ./host.db
+servers:
+  - id: chat
+    command: `+chanserverCommand(t, ctlPath, "-ontology", ontology)+`
+`+accept+`agents:
+  - name: ada
+    model: {provider: scripted, echo: true}
+    wake: {debounce: 0s}
+`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := &wakeRig{t: t}
+			r.run = startRun(t, dir, cfg, "run", "-v")
+			r.ctl = awaitControl(t, ctlPath, r.run)
+			r.incoming("amb", "people talking", `["chat:ambient"]`)
+			r.marker()
+			if n := r.turnsWokenBy("amb"); (n == 1) != tc.wakes {
+				t.Errorf("%d turns woken by the ambient message; want it to wake one: %v", n, tc.wakes)
+			}
+			if log := r.run.stderr.String(); !strings.Contains(log, tc.log) || (tc.accept == "" && !strings.Contains(log, pin)) {
+				t.Errorf("the log doesn't say %q (and, unaccepted, the pin %s):\n%s", tc.log, pin, clip(log))
+			}
+		})
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -42,6 +43,8 @@ type fakeEnv struct {
 	connected map[string]time.Time
 	// bots is the bot rule by server and channel (none: bots don't wake).
 	bots map[[2]string]BotRule
+	// accepted are servers' accepted suggested rules.
+	accepted map[string][]treat.Rule
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
@@ -142,6 +145,12 @@ func (e *fakeEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 	defer e.mu.Unlock()
 	ch, ok := e.chans[[2]string{server, id}]
 	return ch, ok
+}
+
+func (e *fakeEnv) Accepted(server string) []treat.Rule {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.accepted[server]
 }
 
 func (e *fakeEnv) Bots(server, channel string) BotRule {

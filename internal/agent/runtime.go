@@ -14,6 +14,7 @@ import (
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/treat"
 	"github.com/mcpl-go/mcpl/store"
 )
 
@@ -105,6 +106,9 @@ type Env interface {
 	// Bots is whether bots' messages may wake an agent in a channel (""
 	// for a server's events without a channel), and how often in a row.
 	Bots(server, channel string) BotRule
+	// Accepted are the treatment rules a server suggested that its
+	// configuration accepts (SPEC §16.5), tried after an agent's own.
+	Accepted(server string) []treat.Rule
 	// View renders blocks a server sent, as an agent sees them.
 	View(server, provenance string, blocks []json.RawMessage) []content.Part
 	// Typing tells a channel's server that the agent is typing there,

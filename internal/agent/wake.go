@@ -54,13 +54,24 @@ func (w WakeRules) maxDelay() time.Duration {
 	return 4 * w.Debounce
 }
 
-// treatment decides what r does with m.
+// treatment decides what r does with m: by the agent's rules, then its
+// server's accepted suggestions, then the host's defaults.
 func (r *runner) treatment(m store.Message) treat.Decision {
 	ev := treat.Event{Server: m.Server, Channel: m.Channel, FeatureSet: m.FeatureSet, Tags: m.Tags, Source: treat.SourcePush}
 	if m.Channel != "" {
 		ev.Source = treat.SourceChannel
 	}
-	return treat.Decide(r.spec.Wake.Rules, ev)
+	d := treat.Decide(r.spec.Wake.Rules, ev)
+	if d.Default {
+		// The agent's own rules say nothing: what its server suggested
+		// and its configuration accepted, before the host's defaults.
+		if acc := r.rt.opts.Env.Accepted(m.Server); len(acc) > 0 {
+			if s := treat.Decide(acc, ev); !s.Default {
+				return s
+			}
+		}
+	}
+	return d
 }
 
 // due is when a turn over sel may start: the zero time when it may start

@@ -323,3 +323,31 @@ func TestWakeDebounceReadsOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestWakeAccepted: a server's accepted suggestions decide its messages
+// after the agent's own rules and before the host's defaults.
+func TestWakeAccepted(t *testing.T) {
+	m := echoModel()
+	own := []treat.Rule{{Channels: []string{"quiet"}, Treat: treat.Ignore}}
+	bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Rules: own}}}}, func(h *harness) {
+		t := h.t
+		h.env.mu.Lock()
+		h.env.accepted = map[string][]treat.Rule{"chat": {{TagsAny: []string{"chat:ambient"}, Servers: []string{"chat"}, Treat: treat.Wake, From: "chat"}}}
+		h.env.mu.Unlock()
+		h.env.channel("chat", "general", "open")
+		h.env.channel("chat", "quiet", "open")
+		h.add(now(chanMsg("chat", "quiet", "q1", "ignored by the agent's own rule", "chat:ambient")))
+		if n := len(m.requests()); n != 0 {
+			t.Fatalf("%d model calls: the agent's own rule goes first", n)
+		}
+		h.add(now(chanMsg("chat", "general", "g1", "ambient, but the server's accepted rule wakes it", "chat:ambient")))
+		if n := len(m.requests()); n != 1 {
+			t.Fatalf("%d model calls, want 1: the accepted suggestion wakes ambient messages", n)
+		}
+		h.env.channel("other", "general", "open")
+		h.add(now(chanMsg("other", "general", "o1", "ambient on another server", "chat:ambient")))
+		if n := len(m.requests()); n != 1 {
+			t.Errorf("%d model calls: another server's ambient message woke the agent", n)
+		}
+	})
+}

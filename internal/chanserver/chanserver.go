@@ -129,6 +129,8 @@ import (
 type Config struct {
 	// Channels are registered once the host's policy arrives.
 	Channels []protocol.ChannelDescriptor
+	// Ontology, when not nil, is FeatureSet's tagOntology (SPEC §16.4).
+	Ontology json.RawMessage
 	// NoLifecycle leaves channels.lifecycle out of the advertisement: the
 	// server runs its channels itself, and the host sends it no
 	// channels/open or channels/close.
@@ -247,7 +249,7 @@ func (srv *server) serve(ctx context.Context, req *wire.Request) (any, error) {
 				"modelInfo":          true,
 				"contextHooks": map[string]any{"beforeInference": map[string]any{
 					"observe": true, "inject": map[string]bool{"system": true, "beforeUser": true, "afterUser": true}}},
-				"featureSets": featureSets(),
+				"featureSets": featureSets(srv.cfg.Ontology),
 			}}},
 		}, nil
 	case protocol.MethodInitialized:
@@ -600,10 +602,14 @@ func (srv *server) send(ctx context.Context, method string, params any) any {
 }
 
 // featureSets is the featureSets advertisement.
-func featureSets() map[string]any {
+func featureSets(ontology json.RawMessage) map[string]any {
 	out := map[string]any{}
 	for name, uses := range FeatureSets {
-		out[name] = map[string]any{"description": "the test server's " + name, "uses": uses}
+		fs := map[string]any{"description": "the test server's " + name, "uses": uses}
+		if name == FeatureSet && ontology != nil {
+			fs["tagOntology"] = ontology
+		}
+		out[name] = fs
 	}
 	return out
 }

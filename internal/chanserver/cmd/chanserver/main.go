@@ -26,7 +26,11 @@ func main() {
 	flag.DurationVar(&cfg.AcknowledgeDelay, "acknowledge-delay", 0, "answer each channels/acknowledge this much later, and log the answer")
 	flag.BoolVar(&cfg.Typing, "typing", false, "advertise channels.typing and log channels/typing")
 	flag.StringVar(&cfg.Control, "control", "", "serve the tools on 127.0.0.1 too, and write where to this file")
+	ontology := flag.String("ontology", "", "a JSON object: the tagOntology of the test.agent feature set")
 	flag.Parse()
+	if *ontology != "" {
+		cfg.Ontology = json.RawMessage(*ontology)
+	}
 	if *channels != "" {
 		if err := json.Unmarshal([]byte(*channels), &cfg.Channels); err != nil {
 			fmt.Fprintln(os.Stderr, "chanserver: -channels:", err)
