@@ -119,11 +119,17 @@ func TestObserverHearsEveryRequest(t *testing.T) {
 		}
 		obs.mu.Lock()
 		defer obs.mu.Unlock()
-		// The call canceled at once was reading its own answer: it
-		// notices within CtxPoll (read.go).
+		// The call canceled at once notices within CtxPoll (read.go):
+		// at once when it was waiting for another reader, CtxPoll later
+		// when it was reading its own answer, which of the two the
+		// scheduler decides.
 		wantDurs := []time.Duration{3 * time.Second, 0, wire.CtxPoll, 2 * time.Second, 0, 0}
-		if !slices.Equal(obs.durs, wantDurs) {
-			t.Errorf("durations %v, want %v (for %q)", obs.durs, wantDurs, obs.lines)
+		durs := slices.Clone(obs.durs)
+		if len(durs) == len(wantDurs) && durs[2] == 0 {
+			durs[2] = wire.CtxPoll
+		}
+		if !slices.Equal(durs, wantDurs) {
+			t.Errorf("durations %v, want %v, the third 0 or %v (for %q)", obs.durs, wantDurs, wire.CtxPoll, obs.lines)
 		}
 	})
 }
