@@ -34,7 +34,9 @@ type Memory struct {
 	// the Seq Record gave last.
 	history   map[string][]Entry
 	lastEntry int64
-	cursors   map[string]int64
+	// states are SaveState's bodies, by name.
+	states  map[string][]byte
+	cursors map[string]int64
 }
 
 // NewMemory returns an empty memory store.
@@ -404,4 +406,38 @@ func counted(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// SaveState implements Store.
+func (m *Memory) SaveState(ctx context.Context, name string, body []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("%w: a state with no name", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if m.states == nil {
+		m.states = map[string][]byte{}
+	}
+	m.states[name] = bytes.Clone(body)
+	return nil
+}
+
+// LoadState implements Store.
+func (m *Memory) LoadState(ctx context.Context, name string) ([]byte, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false, ErrClosed
+	}
+	b, ok := m.states[name]
+	return bytes.Clone(b), ok, nil
 }

@@ -26,6 +26,8 @@
 //     one channel's messages only, in Seq order; InboxEnd is the inbox's
 //     highest Seq.
 //   - DropCursors removes cursors Record set, synced.
+//   - SaveState keeps a named body whole, synced, replacing the last;
+//     LoadState reads it back.
 //   - PruneInbox drops inbox messages every reader has consumed and that
 //     are older than a retention, a bounded number a call, synced; the
 //     dedupe key of each (server, channel, message id) stays, so a
@@ -212,6 +214,14 @@ type Store interface {
 	// Page, Messages and InboxEnd no longer see a pruned message (so
 	// InboxEnd may go down); Seqs are still never reused.
 	PruneInbox(ctx context.Context, q PruneQuery) (pruned int, err error)
+	// SaveState keeps body under name, replacing what was there, durable
+	// before it returns; LoadState reads it back (ok false when nothing
+	// was saved under name). It holds a layer's state that is neither a
+	// log nor an inbox, whole, as that layer encodes it: the coalescing
+	// table of RFC-006 (host/coalesce.go). name is not empty; a body the
+	// backend can't hold fails with an error wrapping ErrInvalid.
+	SaveState(ctx context.Context, name string, body []byte) error
+	LoadState(ctx context.Context, name string) (body []byte, ok bool, err error)
 	// Close releases the store; its other methods then fail with
 	// ErrClosed.
 	Close() error

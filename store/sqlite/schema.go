@@ -84,6 +84,11 @@ import (
 //     (Append numbers on after the highest Seq ever given, compacted away
 //     or not); the rename carries the entry to the new name.
 //
+// Version 8:
+//
+//   - states holds DB.SaveState's bodies, one row a name, replaced
+//     whole (the host's coalescing table, RFC-006).
+//
 // Nothing in version 4 is for DB.Compact: it works on log's rowid (seq)
 // alone, and an index on log would only make it and Append slower. A
 // migration that adds a column to log adds it to logColumns too, which
@@ -151,11 +156,15 @@ var migrations = []string{
 	INSERT INTO sqlite_sequence (name, seq) SELECT 'log_v7', seq FROM sqlite_sequence WHERE name = 'log';
 	DROP TABLE log;
 	ALTER TABLE log_v7 RENAME TO log;`,
+	`CREATE TABLE states (
+		name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),
+		body BLOB NOT NULL
+	) STRICT;`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 func init() {
 	if len(migrations) != SchemaVersion {

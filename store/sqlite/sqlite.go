@@ -243,6 +243,7 @@ type DB struct {
 	read  *sql.DB // the read pool
 	// The reads' statements, prepared on read.
 	replay, messages, history, cursors    *sql.Stmt
+	loadState                             *sql.Stmt
 	pageAll, pageServer, pageChannel, end *sql.Stmt
 
 	mu     sync.Mutex
@@ -366,6 +367,9 @@ func (d *DB) openReads(ctx context.Context) error {
 	}
 	if err == nil {
 		d.cursors, err = d.read.PrepareContext(ctx, `SELECT name, position FROM cursors`)
+	}
+	if err == nil {
+		d.loadState, err = d.read.PrepareContext(ctx, `SELECT body FROM states WHERE name = ?`)
 	}
 	if err != nil {
 		err = d.openErr(err, "open the read connections")
@@ -658,7 +662,7 @@ func (d *DB) Close() error {
 
 func (d *DB) closeReads() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{d.replay, d.messages, d.history, d.cursors, d.pageAll, d.pageServer, d.pageChannel, d.end} {
+	for _, s := range []*sql.Stmt{d.replay, d.messages, d.history, d.cursors, d.loadState, d.pageAll, d.pageServer, d.pageChannel, d.end} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

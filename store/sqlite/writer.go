@@ -30,6 +30,7 @@ type call struct {
 	names   []string        // DropCursors': increasing, none ""
 	prune   *pruneQuery     // PruneInbox's
 	pages   int64           // SetMaxPages': the bound asked, then the bound set
+	saved   *namedState     // SaveState's
 	size    int             // bytes of strings and bodies, for Options.MaxBatchBytes
 
 	// state is queued until the writer takes the call (taken) or its
@@ -64,7 +65,14 @@ const (
 	dropCall                    // DropCursors: names
 	pruneCall                   // PruneInbox: prune, a batch of its own
 	pagesCall                   // SetMaxPages: pages, outside any transaction
+	stateCall                   // SaveState: saved
 )
+
+// namedState is what one SaveState call keeps.
+type namedState struct {
+	name string
+	body []byte
+}
 
 // cursor is one cursor a Record call sets.
 type cursor struct {
@@ -86,6 +94,8 @@ func (c *call) what() string {
 		return "prune the inbox"
 	case pagesCall:
 		return fmt.Sprintf("set the file's bound to %d pages", c.pages)
+	case stateCall:
+		return fmt.Sprintf("save the state %q", c.saved.name)
 	}
 	return "append " + plural(len(c.recs), "record")
 }
@@ -100,7 +110,7 @@ func (c *call) empty() bool {
 		return len(c.names) == 0
 	case pruneCall:
 		return c.prune.empty()
-	case pagesCall:
+	case pagesCall, stateCall:
 		return false
 	}
 	return len(c.recs) == 0 && len(c.msgs) == 0 && len(c.entries) == 0 && len(c.cursors) == 0
@@ -268,6 +278,7 @@ type writer struct {
 	conn                                                    *sql.Conn
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 	insLog, insMsg, insEntry, setCursor, dropCursor         *sql.Stmt
+	putState                                                *sql.Stmt
 	// Compact's (see compact).
 	countLog, countTail, countKept, deleteRange      *sql.Stmt
 	stayKept, stayTail, clearLog, restore, clearStay *sql.Stmt
@@ -298,6 +309,7 @@ func (w *writer) stmts() []struct {
 		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
 		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
 		{&w.dropCursor, `DELETE FROM cursors WHERE name = ?`},
+		{&w.putState, `INSERT INTO states (name, body) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET body = excluded.body`},
 		{&w.countLog, `SELECT count(*) FROM log`},
 		{&w.countTail, `SELECT count(*) FROM log WHERE seq > ?`},
 		{&w.countKept, `SELECT count(*) FROM log WHERE seq IN (SELECT value FROM json_each(?))`},
@@ -576,6 +588,11 @@ func (w *writer) write(ctx context.Context, c *call) error {
 		return w.compact(ctx, c)
 	case pruneCall:
 		return w.pruneInbox(ctx, c)
+	case stateCall:
+		if _, err := w.putState.ExecContext(ctx, c.saved.name, c.saved.body); err != nil {
+			return fmt.Errorf("state %q: %w", c.saved.name, err)
+		}
+		return nil
 	case dropCall:
 		for _, name := range c.names {
 			if _, err := w.dropCursor.ExecContext(ctx, name); err != nil {

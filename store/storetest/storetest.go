@@ -103,6 +103,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"PruneInboxLimit", testPruneLimit},
 		{"PruneInboxKeepsDedupe", testPruneKeepsDedupe},
 		{"PruneInboxEndedContextOrClosedDropsNothing", testPruneCanceled},
+		{"SaveStateReplaces", testSaveState},
+		{"SaveStateEndedContextOrClosed", testSaveStateCanceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,6 +139,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 			{"ReopenKeepsCompaction", testReopenCompacted},
 			{"ReopenKeepsInboxAndDroppedCursors", testReopenInbox},
 			{"ReopenKeepsPruned", testReopenPruned},
+			{"ReopenKeepsStates", testReopenStates},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
