@@ -13,7 +13,6 @@ import (
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/content"
-	"github.com/mcpl-go/mcpl/internal/inbox"
 	"github.com/mcpl-go/mcpl/internal/lograte"
 	"github.com/mcpl-go/mcpl/internal/model"
 	"github.com/mcpl-go/mcpl/internal/model/provider"
@@ -168,37 +167,29 @@ func (e agentEnv) View(server, provenance string, raw []json.RawMessage) []conte
 
 // acceptPushEvent keeps a push event in the inbox, durably, before the
 // server hears it was accepted, and wakes the agents. One whose content
-// shows nothing is refused as sent.
+// shows nothing is refused as sent. A coalesced one (RFC-006) goes
+// through the coalescer (coalesce.go).
 func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (protocol.PushEventResult, error) {
 	set := h.running()
 	if set == nil {
 		return protocol.PushEventResult{Reason: "this host runs no agents to deliver events to"}, nil
 	}
+	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
+		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: h.now().UTC()}
+	if c := ev.Params.Coalesce; len(c) > 0 && string(c) != "null" {
+		// RFC-006: the coalescer validates it (a retraction may carry no
+		// content), places it and decides.
+		return h.coalescer.admit(ctx, ev, m)
+	}
 	if !content.Shows(ev.Params.Payload.Content) {
 		return protocol.PushEventResult{}, errEmptyEvent
 	}
-	m := store.Message{Server: ev.Server, MessageID: ev.Params.EventID, Kind: store.KindPushEvent, FeatureSet: ev.Params.FeatureSet,
-		Tags: content.Close(ev.Params.Tags), Body: ev.Raw, At: h.now().UTC()}
 	h.placePush(ctx, &m, ev.Params.Origin)
 	// Through the inbox's one writer, in receipt order with the server's
 	// channel messages; its commit wakes the agents. The answer waits
 	// for it, here on the connection's dispatch.
-	var res inbox.Result
-	select {
-	case res = <-h.inbox.Accept([]store.Message{m}):
-	case <-ctx.Done():
-		return protocol.PushEventResult{}, ctx.Err()
-	}
-	switch {
-	case errors.Is(res.Err, inbox.ErrClosed):
-		// Refused at shutdown: no failure of the store.
-		h.log.Debug("a push event refused: this host is shutting down", "server", ev.Server, "event_id", ev.Params.EventID)
-		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so the event was not accepted: send it again later"}
-	case res.Err != nil:
-		// At most a line and a count a window for each server: the store's
-		// health logs the failure itself (StoreHealth).
-		h.limits.LogFor(&logEventNotStored, ev.Server, "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
-		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
+	if _, err := h.keep(ctx, ev, m); err != nil {
+		return protocol.PushEventResult{}, err
 	}
 	return protocol.PushEventResult{Accepted: true}, nil
 }
@@ -216,6 +207,14 @@ var errEmptyEvent = protocol.NewError(protocol.CodeInvalidParams, "Invalid param
 	map[string]string{"reason": content.ReasonEmptyContent})
 
 func (e agentEnv) Accepted(server string) []treat.Rule { return e.h.suggested.of(server) }
+
+func (e agentEnv) Coalesced(server, eventID string) agent.Coalesced {
+	return e.h.coalescer.Coalesced(server, eventID)
+}
+
+func (e agentEnv) Assemble(ctx context.Context, server string, ids []string) []agent.Assembled {
+	return e.h.coalescer.Assemble(ctx, server, ids)
+}
 
 // wakeRules is an agent's wake configuration as the agent layer takes it.
 func wakeRules(w config.Wake) agent.WakeRules {

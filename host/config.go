@@ -83,6 +83,17 @@ func implementedFor(s config.Server, set *agentSet) []string {
 	return out
 }
 
+// coalescingFor is the eventCoalescing this host advertises: what its
+// coalescer serves (coalesce.go), with the agents that consume pushEvents
+// running; nil without them.
+func coalescingFor(set *agentSet) *protocol.EventCoalescing {
+	if set == nil {
+		return nil
+	}
+	ec := advertisedCoalescing()
+	return &ec
+}
+
 // channelConfig is the server's channel settings as the registry takes
 // them.
 func channelConfig(s config.Server) channels.ServerConfig {

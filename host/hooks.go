@@ -108,6 +108,10 @@ func (h *Host) serveInference(srv *server, req *wire.Request) (any, error) {
 	// grant, and whether a hook to this server is in flight (the hook's
 	// answer may overtake the serving goroutine).
 	id, g, inHook := srv.cfg.ID, sess.Grant(), h.hooks.InHook(srv.cfg.ID)
+	if h.coalescer.renderingFor(id) {
+		h.log.Info("an inference/request came while the host waited for the server's push/render, and was refused", "server", id)
+		return nil, errInferenceInRender
+	}
 	release, reply := req.Hold(), req.Defer()
 	notify := func(method string, params any) error { return sess.Notify(h.ctx, method, params) }
 	if !h.goBackground(func() {
@@ -130,3 +134,9 @@ func (h *Host) modelInfo() (any, error) {
 	}
 	return inference.ModelInfo(m)
 }
+
+// errInferenceInRender refuses an inference/request that comes while a
+// push/render to its server is open (RFC-006 §5.2; SPEC §10.7's loop
+// prevention).
+var errInferenceInRender = protocol.NewError(protocol.CodeInvalidRequest,
+	"inference/request refused: a server may not ask for inference while it renders deferred events (RFC-006 §5.2, SPEC §10.7), and a push/render to this server is in flight; ask after answering it", nil)

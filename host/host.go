@@ -101,6 +101,9 @@ type Options struct {
 	// (docs/status.md); nil keeps none. New fails when they can't be
 	// registered there (a second host on the same registerer, say).
 	Metrics prometheus.Registerer
+	// RenderTimeout bounds each push/render of a deferred batch (RFC-006
+	// §5.3); 0 means DefaultRenderTimeout.
+	RenderTimeout time.Duration
 	// Now is the host's clock for what it keeps: the receipt time of
 	// inbound messages and decisions, the inbox's retention (prune.go),
 	// the store's health; nil means time.Now. Tests set it.
@@ -130,6 +133,7 @@ type Host struct {
 	metrics    *metrics.Metrics  // nil without Options.Metrics
 	grace      time.Duration     // Options.ShutdownGrace
 	hooks      *hooks.Runner     // context hooks and inference/lifecycle
+	coalescer  *coalescer        // RFC-006 (coalesce.go)
 	infer      *inference.Server // inference/request
 
 	mu         sync.Mutex
@@ -236,6 +240,11 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.channels = reg
+	if h.coalescer, err = newCoalescer(context.Background(), h, st, opts.RenderTimeout); err != nil {
+		h.channels.Close()
+		h.inbox.Close()
+		return nil, err
+	}
 	h.hooks = hooks.New(hooks.Options{Logger: log})
 	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference})
 	h.limits = lograte.New(log, "")
@@ -439,6 +448,7 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Dial:           func(ctx context.Context) (transport.Stream, error) { return h.dial(ctx, cfg) },
 		Policy:         grantPolicy(cfg),
 		Implemented:    implementedFor(cfg, h.running()),
+		Coalescing:     coalescingFor(h.running()),
 		OnPushEvent:    h.acceptPushEvent,
 		RequestTimeout: cfg.TimeoutFor(""),
 		Reconnect:      reconnect(cfg),

@@ -52,6 +52,9 @@ func (h *Host) PruneInbox(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, nil
 	}
+	// What every reader has consumed it reads no more: the coalescer
+	// forgets what it kept to tell a reader of those rows.
+	h.coalescer.forget(floor, through)
 	now := h.now()
 	return h.store.PruneInbox(ctx, store.PruneQuery{
 		Before:     now.Add(-retention),

@@ -92,6 +92,10 @@ type PushEventParams struct {
 		Content []json.RawMessage `json:"content"`
 	} `json:"payload"`
 	Tags []string `json:"tags,omitempty"`
+	// Coalesce is the event's coalesce member (RFC-006 §13), kept raw so
+	// that a malformed one is refused precisely (internal/coalesce.Parse)
+	// rather than failing the whole decode.
+	Coalesce json.RawMessage `json:"coalesce,omitempty"`
 }
 
 // PushEventResult answers push/event (SPEC §9.3).
@@ -99,6 +103,9 @@ type PushEventResult struct {
 	Accepted    bool   `json:"accepted"`
 	InferenceID string `json:"inferenceId,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Coalesce says what a coalesced event did to its subject (RFC-006
+	// §7); nil for an event without coalesce.
+	Coalesce *CoalesceResult `json:"coalesce,omitempty"`
 }
 
 // ChannelDescriptor describes one channel (SPEC §14.2). Fields beyond the

@@ -236,6 +236,12 @@ func (s *selection) read(m store.Message, v verdict) {
 	if m.Channel != "" {
 		s.r.heard(m.Server, m.Channel, m.Tags)
 	}
+	var co Coalesced
+	if m.Kind == store.KindPushEvent {
+		if co = s.r.rt.opts.Env.Coalesced(m.Server, m.MessageID); co.Withdrawn {
+			return // taken out unread (coalesced.go)
+		}
+	}
 	it, ok := s.r.show(m, v)
 	if !ok {
 		return
@@ -246,8 +252,12 @@ func (s *selection) read(m store.Message, v verdict) {
 		return
 	}
 	it.seq, it.treat, it.at = m.Seq, d.Treat, m.At
+	if co.Tracked {
+		it.co = &coItem{m: m, v: v}
+	}
 	if s.r.wakes(it) {
 		s.count(m.Server, treat.Wake)
+		s.woke(co.Since)
 		s.woke(m.At)
 	} else {
 		s.count(m.Server, treat.Batch)

@@ -147,6 +147,13 @@ func (e *fakeEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 	return ch, ok
 }
 
+// The fake serves no coalescing: every event is ordinary.
+func (e *fakeEnv) Coalesced(server, eventID string) Coalesced { return Coalesced{} }
+
+func (e *fakeEnv) Assemble(ctx context.Context, server string, ids []string) []Assembled {
+	return make([]Assembled, len(ids))
+}
+
 func (e *fakeEnv) Accepted(server string) []treat.Rule {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -53,6 +53,9 @@ type item struct {
 	// at is when the host took the message in.
 	treat treat.Treatment
 	at    time.Time
+	// co is set for a coalesced event that may still change before a
+	// request shows it (coalesced.go).
+	co *coItem
 	// invite is the invitation's words, for an addressed message from a
 	// channel that isn't open: rendered once the turn's locus is known.
 	invite func(here bool) string

@@ -222,6 +222,12 @@ func (r *runner) loop(ctx context.Context) {
 			if sel.empty() && len(notices) == 0 {
 				break
 			}
+			if until, ok := r.holds(sel, notices); ok {
+				// Nothing wakes it, and a coalesced event read may still
+				// change: kept for the next turn (coalesced.go).
+				r.wakeAt(earliest(until, sel.retry))
+				break
+			}
 			r.handle(ctx, sel, notices)
 		}
 		r.setBusy(false)
@@ -307,6 +313,9 @@ func (r *runner) needsJudging(m store.Message) bool {
 // runs a turn if any of it wakes the agent; else it records the notices
 // and the positions consumed.
 func (r *runner) handle(ctx context.Context, sel *selection, notices []string) {
+	// What a request, or a record between turns, will include of the
+	// coalesced events read is decided now, and consumed (coalesced.go).
+	r.assemble(ctx, sel)
 	if len(sel.items) == 0 || !r.woken(sel.items) {
 		// Nothing wakes it: the notices, and what it is shown, go in
 		// between turns, with no model call (bots.go).

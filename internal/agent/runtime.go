@@ -109,6 +109,15 @@ type Env interface {
 	// Accepted are the treatment rules a server suggested that its
 	// configuration accepts (SPEC §16.5), tried after an agent's own.
 	Accepted(server string) []treat.Rule
+	// Coalesced says what becomes of server's push event eventID, read
+	// from the inbox, that its server may have coalesced (RFC-006,
+	// coalesced.go); the zero value for an ordinary event.
+	Coalesced(server, eventID string) Coalesced
+	// Assemble is called as a request (or a record between turns) is
+	// assembled with server's coalesced events ids: it says what each
+	// shows, rendering deferred batches first, and consumes those shown.
+	// It returns one Assembled for each id, in order.
+	Assemble(ctx context.Context, server string, ids []string) []Assembled
 	// View renders blocks a server sent, as an agent sees them.
 	View(server, provenance string, blocks []json.RawMessage) []content.Part
 	// Typing tells a channel's server that the agent is typing there,

@@ -390,3 +390,18 @@ func HostAdvertisement(implemented []string) json.RawMessage {
 	}
 	return advert.Marshal(protocol.MCPLVersion05, ordered, json.RawMessage("true"))
 }
+
+// withCoalescing adds the eventCoalescing member (RFC-006 §10) to an
+// advertisement HostAdvertisement made; ec nil leaves it as it is.
+func withCoalescing(ad json.RawMessage, ec *protocol.EventCoalescing) json.RawMessage {
+	if ec == nil {
+		return ad
+	}
+	b, err := json.Marshal(ec)
+	if err != nil || len(ad) < 2 || ad[len(ad)-1] != '}' {
+		return ad // a window below the least is a caller's bug; advertise nothing
+	}
+	out := append(slices.Clone(ad[:len(ad)-1]), `,"`+protocol.EventCoalescingMember+`":`...)
+	out = append(out, b...)
+	return append(out, '}')
+}

@@ -157,7 +157,7 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 	params := protocol.InitializeParams{
 		ProtocolVersion: protocol.ProtocolVersion,
 		Capabilities: protocol.ClientCapabilities{Experimental: map[string]json.RawMessage{
-			"mcpl": HostAdvertisement(s.cfg.Implemented),
+			"mcpl": withCoalescing(HostAdvertisement(s.cfg.Implemented), s.cfg.Coalescing),
 		}},
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	// belongs here only when something consumes it (SPEC §5.4: a grant is
 	// a promise). Nil means DefaultImplemented().
 	Implemented []string
+	// Coalescing, when not nil, is advertised as the eventCoalescing
+	// member of the host's experimental.mcpl (RFC-006 §10): set it only
+	// when the consumer of every part it says is wired (principle 9).
+	Coalescing *protocol.EventCoalescing
 	// RequestTimeout is the default deadline of a request; 0 means none.
 	RequestTimeout time.Duration
 	// InitializeTimeout and PolicyTimeout bound the handshake's two

@@ -1,0 +1,496 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/internal/agent"
+	"github.com/mcpl-go/mcpl/internal/coalesce"
+	"github.com/mcpl-go/mcpl/internal/content"
+	"github.com/mcpl-go/mcpl/internal/inbox"
+	"github.com/mcpl-go/mcpl/internal/session"
+	"github.com/mcpl-go/mcpl/internal/wire"
+	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/store"
+)
+
+// Event coalescing (RFC-006) as this host serves it: the executor around
+// internal/coalesce's pure table. It owns the table, the rows of the
+// inbox that carry coalesced occurrences, and their durable state.
+//
+// What is served, and advertised (principle 9): coalescing on push/event
+// (plain replacement, retraction, initial) and deferred events with
+// push/render. Not yet: coalesce on channels/incoming, and channel-scoped
+// push (coalesce.channelId); an event carrying either is refused as the
+// RFC says a host that does not advertise them refuses it (-32602).
+//
+// The decisions this host takes where RFC-006 leaves the choice:
+//
+//   - The binding of a subject is the configured server name: a server
+//     reconfigured under its name (another command, another URL) is the
+//     same binding.
+//   - Every agent reads one inbox, so an occurrence reaches every agent
+//     that reads its server's events, and a replacement the same ones: the
+//     audience narrowing of §3.2 holds by construction. Consumption is
+//     shared (internal/coalesce's profile): the first agent whose request
+//     includes an occurrence consumes it for all.
+//   - An occurrence is consumed when a request is assembled with it: the
+//     model call of a turn, and also a record between turns, when an
+//     agent keeps what it read without a model call (a batched event once
+//     its postponement is over, internal/agent): what is in a history
+//     can't be taken out of it.
+//   - Recovery after a restart is conservative: every unread occurrence
+//     is sealed as ordinary, and every batch falls back.
+//   - A render's deadline is Options.RenderTimeout, 5 s by default;
+//     render results are checked as pushed content is (content that shows
+//     nothing is an empty render), and the server's authority (its
+//     connection, pushEvents, the feature set enabled) is checked again
+//     when the result comes.
+//   - An inference/request from a server while one of its renders is open
+//     is refused (-32600, §10.7 loop prevention).
+type coalescer struct {
+	h       *Host
+	log     *slog.Logger
+	timeout time.Duration
+	adv     protocol.EventCoalescing
+
+	mu  sync.Mutex
+	tab *coalesce.Table
+	// rows are the inbox rows of coalesced occurrences the table has
+	// decided something about that a reader must know: by server, then
+	// eventId.
+	rows map[string]map[string]*coRow
+	// rendering counts each server's open renders (inference/request is
+	// refused meanwhile); waits are the assemblies waiting for a render
+	// another started, by render id.
+	rendering map[string]int
+	waits     map[string]chan struct{}
+}
+
+// coRow is what a reader must know of a coalesced occurrence's inbox row.
+type coRow struct {
+	Seq int64 `json:"seq"`
+	// At is when it came; Since when the first occurrence it displaced,
+	// directly or through others, came: the wake's postponement is
+	// counted from there (§4.2).
+	At    time.Time `json:"at"`
+	Since time.Time `json:"since"`
+	// Withdrawn: removed unread (replaced, retracted, folded, cancelled,
+	// or a batch that materialized nothing): never shown.
+	Withdrawn bool `json:"withdrawn,omitempty"`
+	// Materialized: a batch's placeholder decided; Content is the render's
+	// result, nil for its fallback (the row's own content).
+	Materialized bool              `json:"materialized,omitempty"`
+	Content      []json.RawMessage `json:"content,omitempty"`
+}
+
+// coStateName is the store state the coalescer keeps.
+const coStateName = "coalesce"
+
+// coState is the coalescer's durable state.
+type coState struct {
+	Table coalesce.State               `json:"table"`
+	Rows  map[string]map[string]*coRow `json:"rows"`
+}
+
+// DefaultRenderTimeout bounds a push/render (RFC-006 §5.3).
+const DefaultRenderTimeout = 5 * time.Second
+
+// advertisedCoalescing is what this host advertises (see coalescer).
+func advertisedCoalescing() protocol.EventCoalescing {
+	return protocol.EventCoalescing{PushEvents: true, Deferred: true}
+}
+
+// newCoalescer loads the coalescer's state from st and recovers it.
+func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Duration) (*coalescer, error) {
+	c := &coalescer{h: h, log: h.log, timeout: timeout, adv: advertisedCoalescing(),
+		tab: coalesce.New(coalesce.Options{}), rows: map[string]map[string]*coRow{},
+		rendering: map[string]int{}, waits: map[string]chan struct{}{}}
+	if c.timeout <= 0 {
+		c.timeout = DefaultRenderTimeout
+	}
+	body, ok, err := st.LoadState(ctx, coStateName)
+	if err != nil {
+		return nil, fmt.Errorf("host: reading the coalescing state: %w", err)
+	}
+	if !ok {
+		return c, nil
+	}
+	var s coState
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, fmt.Errorf("host: the coalescing state in the store is not readable: %w", err)
+	}
+	tab, err := coalesce.Import(s.Table, coalesce.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("host: the coalescing state in the store is not readable: %w", err)
+	}
+	c.tab = tab
+	for server, rows := range s.Rows {
+		c.rows[server] = rows
+	}
+	rec := tab.Recover(coalesce.RecoverConservative)
+	for _, d := range rec.Fallbacks {
+		c.decided(d.Subject.Binding, d, nil)
+	}
+	if len(rec.Sealed) > 0 || len(rec.Fallbacks) > 0 {
+		h.log.Info("coalesced events kept across the restart are ordinary now: none of them can be replaced, and each deferred batch shows its fallback",
+			"sealed", len(rec.Sealed), "fallbacks", len(rec.Fallbacks))
+	}
+	return c, c.save(ctx)
+}
+
+// save makes the state durable; the caller holds mu (or owns c alone).
+func (c *coalescer) save(ctx context.Context) error {
+	b, err := json.Marshal(coState{Table: c.tab.Export(), Rows: c.rows})
+	if err != nil {
+		return err
+	}
+	return c.h.store.SaveState(ctx, coStateName, b)
+}
+
+func (c *coalescer) row(server, id string) *coRow {
+	return c.rows[server][id]
+}
+
+func (c *coalescer) setRow(server, id string, r *coRow) {
+	m := c.rows[server]
+	if m == nil {
+		m = map[string]*coRow{}
+		c.rows[server] = m
+	}
+	m[id] = r
+}
+
+// errCoalesceInvalid refuses a push/event whose coalesce member is
+// malformed, or uses a part this host does not serve (RFC-006 §13).
+func errCoalesceInvalid(inv *coalesce.Invalid) error {
+	return protocol.NewError(protocol.CodeInvalidParams, "Invalid params: coalesce."+inv.Error(),
+		map[string]string{"reason": protocol.ReasonCoalesceInvalid, "field": "coalesce." + inv.Field})
+}
+
+// admit decides a coalesced push event, keeps what it delivers in the
+// inbox and the decision in the store, and answers. m is the event's
+// inbox row as an ordinary event would have it.
+func (c *coalescer) admit(ctx context.Context, ev session.PushEvent, m store.Message) (protocol.PushEventResult, error) {
+	spec, inv := coalesce.Parse(ev.Params.Coalesce, coalesce.LanePush, ev.Params.EventID, c.adv)
+	if inv != nil {
+		return protocol.PushEventResult{}, errCoalesceInvalid(inv)
+	}
+	hasNotice := content.Shows(ev.Params.Payload.Content)
+	if !spec.Retract && !hasNotice {
+		return protocol.PushEventResult{}, errEmptyEvent
+	}
+	c.h.placePush(ctx, &m, ev.Params.Origin)
+	ts := ev.Params.Timestamp
+	if ts == "" {
+		ts = m.At.Format(time.RFC3339Nano)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	plan, err := c.tab.Plan(m.At, coalesce.Admission{Binding: ev.Server, Lane: coalesce.LanePush, FeatureSet: ev.Params.FeatureSet,
+		EventID: ev.Params.EventID, Timestamp: ts, Spec: spec, HasNotice: hasNotice, WindowMs: c.adv.RetryWindow()})
+	if err != nil {
+		c.log.Error("a coalesced event could not be decided", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not decide the coalesced event, so it was not accepted"}
+	}
+	res := plan.Result()
+	reply := res.Reply
+	if res.Duplicate {
+		return protocol.PushEventResult{Accepted: true, Coalesce: &reply}, nil
+	}
+	since := m.At
+	for _, rm := range res.Removed {
+		if r := c.row(ev.Server, rm.EventID); r != nil {
+			since = earliest(since, r.Since)
+		}
+	}
+	if res.Deliver != coalesce.DeliverNone {
+		seq, err := c.h.keep(ctx, ev, m)
+		if err != nil {
+			return protocol.PushEventResult{}, err
+		}
+		m.Seq = seq
+	}
+	if err := c.tab.Commit(plan); err != nil {
+		// Nothing changed the table since the plan: mu is held.
+		c.log.Error("a coalesced event's decision could not be applied", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not apply the coalesced event, so it was not accepted"}
+	}
+	for _, rm := range res.Removed {
+		r := c.row(ev.Server, rm.EventID)
+		if r == nil {
+			r = &coRow{}
+			c.setRow(ev.Server, rm.EventID, r)
+		}
+		r.Withdrawn = true
+		c.log.Debug("a coalesced event leaves delivery unread", "server", ev.Server, "event_id", rm.EventID, "why", rm.Reason.String(), "by", ev.Params.EventID)
+	}
+	if res.Deliver != coalesce.DeliverNone && m.Seq > 0 {
+		c.setRow(ev.Server, ev.Params.EventID, &coRow{Seq: m.Seq, At: m.At, Since: since})
+	}
+	if err := c.save(ctx); err != nil {
+		c.log.Error("the coalescing state could not be stored; the event is delivered, and a restart may treat a retry of it as new", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+	}
+	return protocol.PushEventResult{Accepted: true, Coalesce: &reply}, nil
+}
+
+// keep puts an event's row in the inbox, durably, and returns its Seq: 0
+// for a row that was there already (a retry of an event kept before a
+// crash), which counts as kept.
+func (h *Host) keep(ctx context.Context, ev session.PushEvent, m store.Message) (int64, error) {
+	msgs := []store.Message{m}
+	var res inbox.Result
+	select {
+	case res = <-h.inbox.Accept(msgs):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	switch {
+	case errors.Is(res.Err, inbox.ErrClosed):
+		// Refused at shutdown: no failure of the store.
+		h.log.Debug("a push event refused: this host is shutting down", "server", ev.Server, "event_id", ev.Params.EventID)
+		return 0, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so the event was not accepted: send it again later"}
+	case res.Err != nil:
+		// At most a line and a count a window for each server: the store's
+		// health logs the failure itself (StoreHealth).
+		h.limits.LogFor(&logEventNotStored, ev.Server, "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
+		return 0, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
+	}
+	return msgs[0].Seq, nil
+}
+
+// Coalesced says what a reader does with server's event eventID.
+func (c *coalescer) Coalesced(server, eventID string) agent.Coalesced {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.row(server, eventID)
+	if r == nil {
+		return agent.Coalesced{}
+	}
+	if r.Withdrawn {
+		return agent.Coalesced{Withdrawn: true}
+	}
+	_, _, tracked := c.tab.Occurrence(server, eventID)
+	return agent.Coalesced{Tracked: tracked || r.Materialized, Since: r.Since}
+}
+
+// Assemble decides, for a request about to include server's events ids,
+// what each shows: a batch's placeholder is rendered (or falls back) now,
+// an occurrence withdrawn since it was read is left out, and every one
+// shown is consumed.
+func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) []agent.Assembled {
+	out := make([]agent.Assembled, len(ids))
+	type job struct {
+		i   int
+		ren coalesce.Render
+	}
+	var jobs []job
+	var waits []chan struct{}
+	c.mu.Lock()
+	sess, authorized := c.h.renderSession(server)
+	for i, id := range ids {
+		r := c.row(server, id)
+		if r == nil {
+			continue
+		}
+		key, kind, tracked := c.tab.Occurrence(server, id)
+		switch {
+		case !tracked || kind == coalesce.KindOccupant:
+		case kind == coalesce.KindRendering:
+			if w := c.waits[server+"\x00"+id]; w != nil {
+				waits = append(waits, w)
+			}
+		case !authorized(key):
+			if d, ok := c.tab.Lapse(key); ok {
+				c.decided(server, d, nil)
+			}
+		case sess == nil:
+			if d, ok := c.tab.Fallback(key); ok {
+				c.decided(server, d, nil)
+			}
+		default:
+			ren, ok := c.tab.StartRender(key)
+			if !ok {
+				// Its subject's previous render is still open: this batch
+				// falls back rather than wait behind it.
+				if d, ok := c.tab.Fallback(key); ok {
+					c.decided(server, d, nil)
+				}
+				continue
+			}
+			c.rendering[server]++
+			c.waits[server+"\x00"+id] = make(chan struct{})
+			jobs = append(jobs, job{i, ren})
+		}
+	}
+	c.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { c.render(ctx, sess, server, ids[j.i], j.ren) })
+	}
+	wg.Wait()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var shown []string
+	for i, id := range ids {
+		r := c.row(server, id)
+		if r == nil {
+			shown = append(shown, id)
+			continue
+		}
+		_, kind, tracked := c.tab.Occurrence(server, id)
+		switch {
+		case r.Withdrawn, tracked && kind != coalesce.KindOccupant:
+			// Gone, or still rendering for another (ctx ended): not shown.
+			out[i].Gone = true
+			continue
+		case r.Materialized && r.Content != nil:
+			out[i].Content = r.Content
+		}
+		shown = append(shown, id)
+	}
+	if c.tab.Consume(server, shown...) > 0 || len(jobs) > 0 {
+		if err := c.save(context.WithoutCancel(ctx)); err != nil {
+			c.log.Error("the coalescing state could not be stored after an assembly; a restart may show an event's older version again", "server", server, "error", err.Error())
+		}
+	}
+	return out
+}
+
+// render sends one push/render and decides its batch.
+func (c *coalescer) render(ctx context.Context, sess *session.Session, server, id string, ren coalesce.Render) {
+	var res protocol.PushRenderResult
+	err := sess.Call(ctx, protocol.MethodPushRender, ren.Params, &res, wire.WithTimeout(c.timeout))
+	out := coalesce.Rendered
+	switch {
+	case err != nil:
+		out = coalesce.RenderFailed
+		c.log.Info("a render of deferred events failed; the agents are shown its fallback", "server", server, "event_id", ren.Params.EventID, "key", ren.Params.Key, "error", err.Error())
+	case len(res.Content) == 0:
+		out = coalesce.RenderEmpty
+	case !content.Shows(res.Content):
+		out = coalesce.RenderFailed
+		c.log.Info("a render of deferred events answered content that shows nothing an agent could read; the agents are shown its fallback", "server", server, "event_id", ren.Params.EventID)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if out != coalesce.RenderFailed {
+		if _, authorized := c.h.renderSession(server); !authorized(ren.Subject) {
+			out = coalesce.RenderLapsed
+		}
+	}
+	d := c.tab.Finish(ren.ID, out)
+	if d.Discarded {
+		c.log.Info("a render's result came after its batch was withdrawn or shown otherwise, and is discarded", "server", server, "event_id", ren.Params.EventID, "why", d.Cause.String())
+	} else {
+		c.decided(server, d, res.Content)
+	}
+	c.rendering[server]--
+	if w := c.waits[server+"\x00"+id]; w != nil {
+		close(w)
+		delete(c.waits, server+"\x00"+id)
+	}
+}
+
+// decided applies a batch's decision to its placeholder row; the caller
+// holds mu.
+func (c *coalescer) decided(server string, d coalesce.Decision, rendered []json.RawMessage) {
+	r := c.row(server, d.EventID)
+	if r == nil {
+		r = &coRow{}
+		c.setRow(server, d.EventID, r)
+	}
+	switch d.Materialize {
+	case coalesce.MaterializeNothing:
+		r.Withdrawn = true
+	case coalesce.MaterializeResult:
+		r.Materialized, r.Content = true, slices.Clone(rendered)
+	case coalesce.MaterializeFallback:
+		r.Materialized, r.Content = true, nil
+	}
+}
+
+// renderSession is server's session to render on (nil when it is not
+// connected), and whether a subject's batch is still within its
+// authority: pushEvents granted and its feature set enabled.
+func (h *Host) renderSession(server string) (*session.Session, func(coalesce.Subject) bool) {
+	h.mu.Lock()
+	srv := h.servers[server]
+	h.mu.Unlock()
+	if srv == nil || srv.sess == nil || !srv.sess.Connected() {
+		// Disconnected: a batch falls back (§5.3); whether it may still be
+		// shown is the authority it was admitted under.
+		return nil, func(coalesce.Subject) bool { return true }
+	}
+	g := srv.sess.Grant()
+	return srv.sess, func(key coalesce.Subject) bool {
+		if !g.Has("pushEvents") {
+			return false
+		}
+		if key.Scope != coalesce.ScopeFeatureSet {
+			return true
+		}
+		fs, ok := g.FeatureSet(key.ScopeID)
+		return ok && fs.State == grant.StateEnabled
+	}
+}
+
+// renderingFor reports whether a render of server's is open.
+func (c *coalescer) renderingFor(server string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rendering[server] > 0
+}
+
+// forget drops what it keeps of rows every reader has consumed: no reader
+// reads them again (prune.go).
+func (c *coalescer) forget(floor int64, through map[string]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for server, rows := range c.rows {
+		upTo := floor
+		if t, ok := through[server]; ok {
+			upTo = t
+		}
+		maps.DeleteFunc(rows, func(id string, r *coRow) bool {
+			_, _, tracked := c.tab.Occurrence(server, id)
+			if r.Seq > 0 && r.Seq <= upTo && !tracked {
+				n++
+				return true
+			}
+			return false
+		})
+	}
+	if n > 0 {
+		if err := c.save(context.Background()); err != nil {
+			c.log.Warn("the coalescing state could not be stored after pruning; it is stored with the next change", "error", err.Error())
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}

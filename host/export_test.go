@@ -1,0 +1,30 @@
+package host
+
+import (
+	"encoding/json"
+
+	"github.com/mcpl-go/mcpl/internal/coalesce"
+)
+
+// CoalescedContext says what the host keeps of server's inbox row
+// eventID for a model: shown reports whether it is context at all (not
+// withdrawn, and not a deferred batch's placeholder still to render), and
+// content is what it shows instead of its own (a render's result), nil
+// for its own. For the coalescing corpus's allContextText.
+func (h *Host) CoalescedContext(server, eventID string) (shown bool, content []json.RawMessage) {
+	c := h.coalescer
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.row(server, eventID)
+	if r == nil {
+		return true, nil
+	}
+	if r.Withdrawn {
+		return false, nil
+	}
+	if r.Materialized {
+		return true, r.Content
+	}
+	_, kind, tracked := c.tab.Occurrence(server, eventID)
+	return !tracked || kind == coalesce.KindOccupant, nil
+}
