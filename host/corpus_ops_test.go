@@ -5,16 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/grant"
+	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/model/fakeapi"
 	"github.com/mcpl-go/mcpl/store"
+	"github.com/mcpl-go/mcpl/store/sqlite"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -31,7 +35,22 @@ func (s *scenario) step(st corpusStep) map[string]any {
 	o := map[string]any{}
 	switch st.Op {
 	case "send":
-		o["reply"] = s.peer.call(t, st.Method, st.Params)
+		o["reply"] = s.server(st.Server).call(t, st.Method, st.Params)
+	case "register":
+		o["reply"] = s.server(st.Server).register(t, st.Channel)
+	case "restartWithoutHistory":
+		s.stop()
+		if err := func() error {
+			st, err := sqlite.Open(filepath.Join(s.dir, "host.db"), nil)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return host.ForgetCoalescing(st)
+		}(); err != nil {
+			t.Fatal(err)
+		}
+		s.start()
 	case "assemble":
 		s.n++
 		s.control(s.n)
@@ -70,6 +89,16 @@ func (s *scenario) step(st corpusStep) map[string]any {
 		s.waitConnected()
 	case "failNextModel":
 		s.api.Add(fakeapi.Reply{Status: 400, Text: "the corpus fails this model call, as planned"})
+	case "disableFeature":
+		// The operator disables the feature set and restarts the
+		// server's connection: its grant has doc disabled from then on.
+		cfg := s.serverConfig("editor")
+		cfg.FeatureSets.Disable = []string{"doc"}
+		if err := s.h.Restart(context.Background(), "editor", &cfg); err != nil {
+			t.Fatal(err)
+		}
+		s.peer.waitReady(t)
+		s.waitConnected()
 	case "continuousReplacements":
 		s.continuousReplacements(st, o)
 	default:
@@ -77,6 +106,18 @@ func (s *scenario) step(st corpusStep) map[string]any {
 	}
 	s.observe(o)
 	return o
+}
+
+// server is the corpus server a step names ("" for editor).
+func (s *scenario) server(name string) *corpusPeer {
+	if name == "" || name == "editor" {
+		return s.peer
+	}
+	p := s.others[name]
+	if p == nil {
+		s.t.Fatalf("no corpus server %q", name)
+	}
+	return p
 }
 
 // control sends the push event that drives an inference: it wakes the
@@ -247,13 +288,14 @@ func (s *scenario) inboxContext() []string {
 }
 
 // serverConfig is the configuration of server id the host runs.
-func (s *scenario) serverConfig(id string) any {
+func (s *scenario) serverConfig(id string) config.Server {
 	for _, srv := range s.cfg.Servers {
 		if srv.ID == id {
 			return srv
 		}
 	}
-	return nil
+	s.t.Fatalf("no server %s in the config", id)
+	return config.Server{}
 }
 
 // failures counts the turns the model's failure ended, as the host's
@@ -361,7 +403,7 @@ func (s *scenario) check(st corpusStep, o map[string]any) {
 			case "path":
 			case "eq":
 				if !ok || !reflect.DeepEqual(got, want) {
-					t.Errorf("%s = %s, want %s", where, show(got), show(want))
+					t.Errorf("%s = %s, want %s (observed %s)", where, show(got), show(want), show(o["reply"]))
 				}
 			case "oneOf":
 				if !ok || !slices.ContainsFunc(want.([]any), func(w any) bool { return reflect.DeepEqual(got, w) }) {

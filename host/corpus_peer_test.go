@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,25 @@ type corpusPeer struct {
 	renders  []*peerRender
 	rendered chan struct{} // signalled at each push/render received
 	held     []chan string // renders held, waiting for releaseRender
+	channels []string      // registered, and so registered again on each connection
+}
+
+// registerParams are channels/register's for chat channels ids.
+func registerParams(ids ...string) json.RawMessage {
+	var chans []map[string]string
+	for _, id := range ids {
+		chans = append(chans, map[string]string{"id": id, "type": "chat", "label": "#" + id})
+	}
+	b, _ := json.Marshal(map[string]any{"channels": chans})
+	return b
+}
+
+// register registers channel id, now and on every later connection.
+func (p *corpusPeer) register(t *testing.T, id string) map[string]any {
+	p.mu.Lock()
+	p.channels = append(p.channels, id)
+	p.mu.Unlock()
+	return p.call(t, protocol.MethodChannelsRegister, registerParams(id))
 }
 
 // renderPlan is how push/render is answered: mode immediate, empty, held,
@@ -104,9 +124,10 @@ func (p *corpusPeer) serve(w http.ResponseWriter, r *http.Request) {
 
 // corpusAdvertisement is the corpus server's experimental.mcpl: push
 // events, channels it registers and their messages, inference requests,
-// and feature set doc.
+// and feature sets doc and other.
 func corpusAdvertisement() json.RawMessage {
-	fs := json.RawMessage(`{"doc":{"description":"the corpus's documents","uses":["pushEvents","inferenceRequest","channels.register","channels.incoming"]}}`)
+	fs := json.RawMessage(`{"doc":{"description":"the corpus's documents","uses":["pushEvents","inferenceRequest","channels.register","channels.incoming"]},` +
+		`"other":{"description":"the corpus's other feature set","uses":["pushEvents"]}}`)
 	return advert.Marshal(protocol.MCPLVersion05, []string{"pushEvents", "inferenceRequest", "channels.register", "channels.incoming"}, fs)
 }
 
@@ -132,11 +153,23 @@ func (p *corpusPeer) handle(ctx context.Context, req *wire.Request) (any, error)
 		p.mu.Unlock()
 		reply := req.Defer()
 		reply(protocol.PolicyReceipt{Accepted: true}, nil)
-		select {
-		case <-ready:
-		default:
-			close(ready)
-		}
+		// A server registers its channels on every connection (SPEC
+		// §14): the ones registered before are registered again, then
+		// the connection is ready.
+		p.mu.Lock()
+		chans, conn := slices.Clone(p.channels), p.conn
+		p.mu.Unlock()
+		go func() {
+			if len(chans) > 0 && conn != nil {
+				var res json.RawMessage
+				conn.Call(context.Background(), protocol.MethodChannelsRegister, registerParams(chans...), &res, wire.WithTimeout(10*time.Second))
+			}
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+		}()
 		return nil, nil
 	case protocol.MethodChannelsList:
 		return protocol.ChannelsListResult{}, nil

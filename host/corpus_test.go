@@ -3,6 +3,7 @@ package host_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,6 +79,7 @@ type corpusStep struct {
 	QuietMs   int               `json:"quietMs"`
 	Interval  int               `json:"intervalMs"`
 	Agent     string            `json:"agent"`
+	Server    string            `json:"server"`
 	Leaves    []string          `json:"leaves"`
 	Name      string            `json:"name"`
 	RecoverID string            `json:"recoveryFrom"`
@@ -96,12 +98,38 @@ var corpusProfile = struct {
 		"conservative-recovery":          true,
 		"retain-64-notices":              true,
 		"finite-wake-postponement-bound": true,
+		"restart-without-history":        true,
+		// This host does not advertise channelScopedPush.
+		"unadvertised-channel-scoped-push": true,
 	},
 	wakeBoundMs: float64(corpusMaxDelay/time.Millisecond) + 1500,
 }
 
 // corpusMaxDelay is the corpus agent's postponement bound.
 const corpusMaxDelay = 400 * time.Millisecond
+
+// inapplicable are the profile preconditions that do not hold for this
+// host, with why: conditions of a profile it does not have, which RFC-006
+// leaves to the host.
+var inapplicable = map[string]string{
+	"per-context-consumption":          "this host consumes an occurrence for every context at once (shared consumption, which RFC-006 §3.3 permits)",
+	"changing-advertised-retry-window": "this host advertises the same retry window, the default hour, on every connection",
+	"materialized-unread":              "this host materializes a deferred batch only as it assembles the request that shows it, so no batch is ever materialized and unread",
+}
+
+// notApplicable says why a scenario's profile does not apply to this
+// host; "" when it does.
+func notApplicable(v corpusVariant) string {
+	for _, r := range v.Requires {
+		if why := inapplicable[r]; why != "" {
+			return "profile precondition " + r + ": " + why
+		}
+	}
+	if v.Setup["compression"] != nil {
+		return "this host does not summarize or compress context, so nothing is consumed by compression"
+	}
+	return ""
+}
 
 // notExercised says why the adapter does not run a scenario; "" when it
 // does. op names the first control it lacks.
@@ -116,7 +144,7 @@ func notExercised(v corpusVariant) string {
 	}
 	for k := range v.Setup {
 		switch k {
-		case "gate", "errorPolicy", "wakePolicy", "clock":
+		case "gate", "errorPolicy", "wakePolicy", "clock", "agents", "servers", "eventCoalescing":
 		default:
 			return "setup " + k + " is not constructed by this adapter"
 		}
@@ -124,14 +152,17 @@ func notExercised(v corpusVariant) string {
 	for _, s := range v.Steps {
 		switch s.Op {
 		case "send":
-			if s.Method != "push/event" {
+			coalesced := strings.Contains(string(s.Params), `"coalesce"`)
+			if s.Method != "push/event" && coalesced {
 				return "coalesce on " + s.Method + " is not served by this host (eventCoalescing.channelsIncoming is not advertised)"
 			}
-			if strings.Contains(string(s.Params), `"channelId"`) {
+			if s.Method == "push/event" && strings.Contains(string(s.Params), `"channelId"`) && coalesced &&
+				!slices.Contains(v.Requires, "unadvertised-channel-scoped-push") {
 				return "channel-scoped push is not served by this host (eventCoalescing.channelScopedPush is not advertised)"
 			}
 		case "assemble", "render", "waitRender", "releaseRender", "startTurn", "joinTurn", "turn",
-			"wait", "observe", "restart", "kill", "disconnect", "reconnect", "failNextModel", "continuousReplacements":
+			"wait", "observe", "restart", "kill", "disconnect", "reconnect", "failNextModel", "continuousReplacements",
+			"disableFeature", "register", "restartWithoutHistory":
 		default:
 			return "control " + s.Op + " is not constructed by this adapter"
 		}
@@ -162,6 +193,8 @@ func TestCoalescingCorpus(t *testing.T) {
 					verdict := "passed"
 					if c.Kind != "host" {
 						verdict = "not-applicable: a " + c.Kind + " row, not a host obligation"
+					} else if why := notApplicable(v); why != "" {
+						verdict = "not-applicable: " + why
 					} else if why := notExercised(v); why != "" {
 						verdict = "not-exercised: " + why
 					} else {
@@ -191,6 +224,17 @@ func TestCoalescingCorpus(t *testing.T) {
 		fmt.Fprintf(&b, "%3d %s: %s\n", len(tally[k]), k, strings.Join(tally[k], " "))
 	}
 	t.Logf("corpus figure:\n%s", b.String())
+	total := 0
+	for _, c := range corpus.Cases {
+		total += len(c.Variants)
+	}
+	ran := 0
+	for _, names := range tally {
+		ran += len(names)
+	}
+	if ran < total {
+		return // a selection of the corpus (-run): not the figure
+	}
 	for _, must := range []string{"21/rpc-error", "21/timeout", "21/disconnected", "34/default", "34/empty-slot-after-retraction",
 		"36/default", "43/skip-control", "43/qualifying-control", "43/qualifying-to-skip", "43/qualifying-retracted", "43/skip-to-qualifying"} {
 		if !slices.Contains(tally["passed"], must) {
@@ -206,14 +250,16 @@ type scenario struct {
 	dir   string
 	peer  *corpusPeer // the corpus's server, "editor"
 	probe *corpusPeer // the adapter's own, "probe": it sends the controls
-	api   *fakeapi.Server
-	st    *sqlite.DB
-	h     *host.Host
-	stop  func()
-	cfg   *config.Config            // the host's
-	obs   map[string]map[string]any // each step's observation, by step id
-	n     int                       // assemble markers sent
-	turnN int                       // the marker a startTurn sent
+	// others are the corpus servers beside editor (setup servers).
+	others map[string]*corpusPeer
+	api    *fakeapi.Server
+	st     *sqlite.DB
+	h      *host.Host
+	stop   func()
+	cfg    *config.Config            // the host's
+	obs    map[string]map[string]any // each step's observation, by step id
+	n      int                       // assemble markers sent
+	turnN  int                       // the marker a startTurn sent
 	// debounce is the agent's.
 	debounce time.Duration
 	// batchOthers: events without probe:assemble batch (the scenario
@@ -232,6 +278,16 @@ func runScenario(t *testing.T, v corpusVariant) {
 		s.debounce, s.batchOthers = 100*time.Millisecond, false
 	case !s.batchOthers:
 		s.debounce = 100 * time.Millisecond
+	}
+	s.others = map[string]*corpusPeer{}
+	if raw := v.Setup["servers"]; raw != nil {
+		var names []string
+		json.Unmarshal(raw, &names)
+		for _, n := range names {
+			if n != "editor" {
+				s.others[n] = newCorpusPeer(t, corpusAdvertisement())
+			}
+		}
 	}
 	s.writeConfig()
 	s.start()
@@ -267,22 +323,35 @@ func (s *scenario) writeConfig() {
 	if s.debounce > 0 {
 		debounce = s.debounce.String()
 	}
+	names := []string{"agent"}
+	if raw := s.v.Setup["agents"]; raw != nil {
+		names = nil
+		json.Unmarshal(raw, &names)
+	}
+	var others strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(s.others)) {
+		fmt.Fprintf(&others, "  - id: %s\n    url: %s\n", name, s.others[name].url())
+	}
+	var agents strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&agents, `  - name: %s
+    model: {provider: anthropic, model: fixture-%s, apiKeyEnv: CORPUS_MODEL_KEY, baseURL: %q}
+    wake:
+      debounce: %s
+      maxDelay: %s
+      rules:
+%s`, name, name, s.api.URL, debounce, corpusMaxDelay, rules.String())
+	}
 	cfg := fmt.Sprintf(`servers:
   - id: editor
     url: %s
     reconnect: {enabled: true, initial: 20ms, max: 100ms}
   - id: probe
     url: %s
-agents:
-  - name: agent
-    model: {provider: anthropic, model: fixture-agent, apiKeyEnv: CORPUS_MODEL_KEY, baseURL: %q}
-    wake:
-      debounce: %s
-      maxDelay: %s
-      rules:
+%sagents:
 %sinference:
   - {server: editor, agent: agent}
-`, s.peer.url(), s.probe.url(), s.api.URL, debounce, corpusMaxDelay, rules.String())
+`, s.peer.url(), s.probe.url(), others.String(), agents.String())
 	if err := os.WriteFile(filepath.Join(s.dir, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		s.t.Fatal(err)
 	}
@@ -320,4 +389,7 @@ func (s *scenario) start() {
 	<-h.Settled()
 	s.peer.waitReady(t)
 	s.probe.waitReady(t)
+	for _, p := range s.others {
+		p.waitReady(t)
+	}
 }

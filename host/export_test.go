@@ -1,10 +1,23 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/mcpl-go/mcpl/internal/coalesce"
+	"github.com/mcpl-go/mcpl/store"
 )
+
+// ForgetCoalescing empties the coalescing state kept in st, as a host that
+// lost it (its state, not its inbox or histories): the corpus's
+// restartWithoutHistory.
+func ForgetCoalescing(st store.Store) error {
+	b, err := json.Marshal(coState{Table: coalesce.New(coalesce.Options{}).Export()})
+	if err != nil {
+		return err
+	}
+	return st.SaveState(context.Background(), coStateName, b)
+}
 
 // CoalescedContext says what the host keeps of server's inbox row
 // eventID for a model: shown reports whether it is context at all (not
