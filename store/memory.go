@@ -25,10 +25,10 @@ type Memory struct {
 	inbox     []Message
 	byServer  map[string][]int
 	byChannel map[[2]string][]int
-	seen      map[[3]string]bool
+	seen      map[[4]string]bool
 	// pruned is the At of each pruned message whose key seen still
 	// holds, for PruneInbox's KeysBefore.
-	pruned  map[[3]string]time.Time
+	pruned  map[[4]string]time.Time
 	lastMsg int64
 	// history is every conversation's entries, in Seq order; lastEntry
 	// the Seq Record gave last.
@@ -44,8 +44,8 @@ func NewMemory() *Memory {
 	return &Memory{
 		byServer:  map[string][]int{},
 		byChannel: map[[2]string][]int{},
-		seen:      map[[3]string]bool{},
-		pruned:    map[[3]string]time.Time{},
+		seen:      map[[4]string]bool{},
+		pruned:    map[[4]string]time.Time{},
 		history:   map[string][]Entry{},
 		cursors:   map[string]int64{},
 	}
@@ -109,7 +109,7 @@ func (m *Memory) AddMessages(ctx context.Context, msgs []Message) ([]bool, error
 	}
 	added := make([]bool, len(msgs))
 	for i := range msgs {
-		k := [3]string{msgs[i].Server, msgs[i].Channel, msgs[i].MessageID}
+		k := [4]string{msgs[i].Server, msgs[i].Channel, msgs[i].MessageID, msgs[i].EventID}
 		if m.seen[k] {
 			continue
 		}
@@ -349,7 +349,7 @@ func (m *Memory) PruneInbox(ctx context.Context, q PruneQuery) (int, error) {
 				through = q.Floor
 			}
 			if n < limit && msg.Seq <= through && (msg.At.IsZero() || msg.At.Before(q.Before)) {
-				m.pruned[[3]string{msg.Server, msg.Channel, msg.MessageID}] = msg.At
+				m.pruned[[4]string{msg.Server, msg.Channel, msg.MessageID, msg.EventID}] = msg.At
 				n++
 				continue
 			}

@@ -14,8 +14,9 @@
 //   - Replay yields every record in log order (Seq increasing), so folding
 //     it rebuilds the state the appends built.
 //   - AddMessages adds inbox messages all or none, synced, deduplicated by
-//     server, channel and message id: a message already there keeps its
-//     first copy and is reported as not added.
+//     server, channel, message id and event id (Message.EventID): a
+//     message already there keeps its first copy and is reported as not
+//     added.
 //   - Compact drops the log's records up to a Seq except those the caller
 //     names, all or none, synced: Replay then yields the kept records and
 //     the tail after that Seq, with their Seqs, and Append numbers on
@@ -30,7 +31,7 @@
 //     LoadState reads it back.
 //   - PruneInbox drops inbox messages every reader has consumed and that
 //     are older than a retention, a bounded number a call, synced; the
-//     dedupe key of each (server, channel, message id) stays, so a
+//     dedupe key of each (server, channel, message id, event id) stays, so a
 //     message sent again after it was pruned is still not added twice.
 //
 // A backend batches concurrent writers into one transaction where it can
@@ -104,6 +105,12 @@ type Message struct {
 	Channel   string
 	MessageID string
 	ThreadID  string
+	// EventID is the occurrence's eventId when the message is a
+	// coalesced occurrence (RFC-006 §3.1): its MessageID is then the
+	// platform message, which an edit shares with its create, and the
+	// dedupe key is (server, channel, message id, event id). "" for every
+	// other message.
+	EventID string
 	// Kind is KindChannelMessage or KindPushEvent; FeatureSet is a push
 	// event's.
 	Kind       string
@@ -160,7 +167,8 @@ type Store interface {
 	Replay(ctx context.Context, fn func(Record) error) error
 	// AddMessages adds msgs to the inbox, all or none, and reports for
 	// each whether it was added (false: a message with the same server,
-	// channel and message id was already there, or came earlier in msgs).
+	// channel, message id and event id was already there, or came earlier
+	// in msgs).
 	// Added messages have Seq set in msgs, increasing in msgs' order (the
 	// inbox's one writer relies on it: its Seq order is its receipt
 	// order). It returns only once they are durable. A message the backend
@@ -208,7 +216,7 @@ type Store interface {
 	// PruneInbox drops the inbox messages q selects, oldest Seq first, at
 	// most q.Limit of them, all or none, durable before it returns, and
 	// says how many went. A pruned message's dedupe key (its server,
-	// channel and message id) stays: AddMessages reports a message with
+	// channel, message id and event id) stays: AddMessages reports a message with
 	// that key as not added, as if it were still there, until a call
 	// whose q.KeysBefore is past the pruned message's At forgets the key.
 	// Page, Messages and InboxEnd no longer see a pruned message (so

@@ -265,7 +265,7 @@ func (in *Inbox) Close() {
 
 // size is a message's bytes, as Options.MaxBatchBytes counts them.
 func size(m *store.Message) int {
-	n := len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.Body)
+	n := len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.EventID) + len(m.Body)
 	for _, t := range m.Tags {
 		n += len(t)
 	}

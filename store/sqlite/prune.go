@@ -31,8 +31,8 @@ const (
 		WHERE seq <= ?1 AND (at IS NULL OR at < ?2)
 		AND seq <= coalesce((SELECT value FROM json_each(?3) WHERE key = inbox.server), ?4)
 		ORDER BY seq LIMIT ?5`
-	pruneKeepSQL = `INSERT INTO inbox_pruned (server, channel, message_id, at)
-		SELECT server, channel, message_id, coalesce(at, 0) FROM inbox WHERE seq IN (SELECT value FROM json_each(?1))
+	pruneKeepSQL = `INSERT INTO inbox_pruned (server, channel, message_id, event_id, at)
+		SELECT server, channel, message_id, event_id, coalesce(at, 0) FROM inbox WHERE seq IN (SELECT value FROM json_each(?1))
 		ON CONFLICT DO NOTHING`
 	pruneDeleteSQL = `DELETE FROM inbox WHERE seq IN (SELECT value FROM json_each(?1))`
 	pruneForgetSQL = `DELETE FROM inbox_pruned WHERE at < ?1`

@@ -89,6 +89,16 @@ import (
 //   - states holds DB.SaveState's bodies, one row a name, replaced
 //     whole (the host's coalescing table, RFC-006).
 //
+// Version 9:
+//
+//   - inbox.event_id is store.Message.EventID, '' for the messages
+//     version 8 kept, and the dedupe key is (server, channel, message_id,
+//     event_id): a coalesced message's edit shares its create's
+//     message_id (RFC-006 §3.1). SQLite can't change a UNIQUE constraint,
+//     so inbox and inbox_pruned are made anew with their rows (inbox's
+//     sqlite_sequence entry carried, as log's was in version 7), and
+//     inbox's indexes made again.
+//
 // Nothing in version 4 is for DB.Compact: it works on log's rowid (seq)
 // alone, and an index on log would only make it and Append slower. A
 // migration that adds a column to log adds it to logColumns too, which
@@ -160,11 +170,46 @@ var migrations = []string{
 		name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),
 		body BLOB NOT NULL
 	) STRICT;`,
+	`CREATE TABLE inbox_v9 (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		thread_id TEXT NOT NULL,
+		body BLOB,
+		at INTEGER,
+		tags TEXT NOT NULL DEFAULT '[]',
+		kind TEXT NOT NULL DEFAULT '',
+		feature_set TEXT NOT NULL DEFAULT '',
+		directed INTEGER NOT NULL DEFAULT 0 CHECK (directed IN (0, 1)),
+		event_id TEXT NOT NULL DEFAULT '',
+		UNIQUE (server, channel, message_id, event_id)
+	) STRICT;
+	INSERT INTO inbox_v9 (seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed)
+		SELECT seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed FROM inbox ORDER BY seq;
+	DELETE FROM sqlite_sequence WHERE name = 'inbox_v9';
+	INSERT INTO sqlite_sequence (name, seq) SELECT 'inbox_v9', seq FROM sqlite_sequence WHERE name = 'inbox';
+	DROP TABLE inbox;
+	ALTER TABLE inbox_v9 RENAME TO inbox;
+	CREATE INDEX inbox_server ON inbox (server, seq);
+	CREATE INDEX inbox_server_channel ON inbox (server, channel, seq);
+	CREATE TABLE inbox_pruned_v9 (
+		server TEXT NOT NULL,
+		channel TEXT NOT NULL,
+		message_id TEXT NOT NULL,
+		event_id TEXT NOT NULL DEFAULT '',
+		at INTEGER NOT NULL,
+		PRIMARY KEY (server, channel, message_id, event_id)
+	) STRICT, WITHOUT ROWID;
+	INSERT INTO inbox_pruned_v9 (server, channel, message_id, at) SELECT server, channel, message_id, at FROM inbox_pruned;
+	DROP TABLE inbox_pruned;
+	ALTER TABLE inbox_pruned_v9 RENAME TO inbox_pruned;
+	CREATE INDEX inbox_pruned_at ON inbox_pruned (at);`,
 }
 
 // SchemaVersion is the schema version this package writes and the newest
 // it can open.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 func init() {
 	if len(migrations) != SchemaVersion {

@@ -130,3 +130,53 @@ func TestSchemaChecksHistoryAndCursors(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateFromVersion8: a file of schema version 8 opens at the current
+// version with its messages, their Seqs and the numbering after them, and
+// its pruned keys kept; a message's edit of the same message id is added
+// as an occurrence of its own (Message.EventID), and a pruned key still
+// keeps its message out.
+func TestMigrateFromVersion8(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v8.db")
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations[:8] {
+		mustExec(t, raw, m)
+	}
+	mustExec(t, raw, `INSERT INTO inbox (seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed) VALUES (7, 's', 'c', 'M', 't', X'7b7d', 2, '["chat:dm"]', '', '', 1)`)
+	mustExec(t, raw, `INSERT INTO inbox_pruned (server, channel, message_id, at) VALUES ('s', 'c', 'gone', 1)`)
+	mustExec(t, raw, "PRAGMA user_version = 8")
+	raw.Close()
+
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var got []store.Message
+	d.Messages(t.Context(), 0, func(m store.Message) error {
+		got = append(got, m)
+		return nil
+	})
+	if len(got) != 1 || got[0].Seq != 7 || got[0].MessageID != "M" || got[0].EventID != "" || !got[0].Directed || got[0].ThreadID != "t" {
+		t.Fatalf("messages after the migration = %+v", got)
+	}
+	msgs := []store.Message{
+		{Server: "s", Channel: "c", MessageID: "M"},                 // the same: not added
+		{Server: "s", Channel: "c", MessageID: "M", EventID: "edit"}, // an occurrence of its own
+		{Server: "s", Channel: "c", MessageID: "gone"},              // pruned: not added
+	}
+	added, err := d.AddMessages(t.Context(), msgs)
+	if err != nil || added[0] || !added[1] || added[2] {
+		t.Fatalf("AddMessages after the migration = %v, %v; want [false true false]", added, err)
+	}
+	if msgs[1].Seq <= 7 {
+		t.Errorf("the new message's Seq = %d, want it after 7 (numbering goes on after the kept rows)", msgs[1].Seq)
+	}
+	page, err := d.Page(t.Context(), store.InboxQuery{Server: "s"})
+	if err != nil || len(page) != 2 || page[1].EventID != "edit" {
+		t.Fatalf("Page after the migration = %+v, %v", page, err)
+	}
+}

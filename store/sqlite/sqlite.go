@@ -500,7 +500,7 @@ func (d *DB) Messages(ctx context.Context, after int64, fn func(store.Message) e
 }
 
 // inboxColumns are the inbox's columns as scanMessage reads them.
-const inboxColumns = "seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed"
+const inboxColumns = "seq, server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed, event_id"
 
 // Page's statements, one for each kind of query: the whole inbox, a
 // server's messages (by the index inbox_server), a channel's (by
@@ -526,7 +526,7 @@ func scanMessage(rows *sql.Rows) (store.Message, error) {
 		body []byte
 		tags string
 	)
-	if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags, &msg.Kind, &msg.FeatureSet, &msg.Directed); err != nil {
+	if err := rows.Scan(&msg.Seq, &msg.Server, &msg.Channel, &msg.MessageID, &msg.ThreadID, &body, &at, &tags, &msg.Kind, &msg.FeatureSet, &msg.Directed, &msg.EventID); err != nil {
 		return msg, err
 	}
 	msg.Body, msg.At = body, fromNanos(at)

@@ -163,7 +163,7 @@ func (d *DB) AddMessages(ctx context.Context, msgs []store.Message) ([]bool, err
 		if !keepable(m.At) {
 			return nil, fmt.Errorf("store %s: %s: message %d: %w: At %v is outside the years 1678 to 2262 that this store keeps", d.path, c.what(), i+1, store.ErrInvalid, m.At)
 		}
-		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.Body)
+		c.size += 64 + len(m.Server) + len(m.Channel) + len(m.MessageID) + len(m.ThreadID) + len(m.Kind) + len(m.FeatureSet) + len(m.EventID) + len(m.Body)
 		for _, t := range m.Tags {
 			c.size += 3 + len(t)
 		}
@@ -305,7 +305,7 @@ func (w *writer) stmts() []struct {
 		{&w.insLog, `INSERT INTO log (kind, server, channel, state, source, message_id, acknowledgment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		// A message whose key a prune kept (inbox_pruned) is not added
 		// again, as one still in the inbox is not.
-		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10 WHERE NOT EXISTS (SELECT 1 FROM inbox_pruned WHERE server = ?1 AND channel = ?2 AND message_id = ?3) ON CONFLICT (server, channel, message_id) DO NOTHING`},
+		{&w.insMsg, `INSERT INTO inbox (server, channel, message_id, thread_id, body, at, tags, kind, feature_set, directed, event_id) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 WHERE NOT EXISTS (SELECT 1 FROM inbox_pruned WHERE server = ?1 AND channel = ?2 AND message_id = ?3 AND event_id = ?11) ON CONFLICT (server, channel, message_id, event_id) DO NOTHING`},
 		{&w.insEntry, `INSERT INTO history (conversation, body, at) VALUES (?, ?, ?)`},
 		{&w.setCursor, `INSERT INTO cursors (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position`},
 		{&w.dropCursor, `DELETE FROM cursors WHERE name = ?`},
@@ -617,7 +617,7 @@ func (w *writer) write(ctx context.Context, c *call) error {
 	c.seqs = make([]int64, len(c.msgs))
 	for i := range c.msgs {
 		m := &c.msgs[i]
-		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags), m.Kind, m.FeatureSet, m.Directed)
+		res, err := w.insMsg.ExecContext(ctx, m.Server, m.Channel, m.MessageID, m.ThreadID, []byte(m.Body), nanos(m.At), tagsJSON(m.Tags), m.Kind, m.FeatureSet, m.Directed, m.EventID)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()

@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"AppendIsAllOrNone", testAllOrNone},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"AddMessagesDedupes", testDedupe},
+		{"AddMessagesDedupesOccurrences", testDedupeOccurrences},
 		{"ConcurrentAddMessagesDedupe", testConcurrentDedupe},
 		{"MessagesAfter", testMessagesAfter},
 		{"MessagesStopsAtFnError", testMessagesStops},
@@ -455,6 +456,35 @@ func testConcurrentAppends(t *testing.T, s store.Store) {
 
 // A message already in the inbox, or earlier in the same call, is not
 // added again, and the inbox keeps the first copy.
+// testDedupeOccurrences: coalesced occurrences of one message (RFC-006
+// §3.1) are messages of their own by their EventID, each kept once, and
+// pruning keeps each one's key.
+func testDedupeOccurrences(t *testing.T, s store.Store) {
+	create := message("s", "c", "M", 1)
+	edit := message("s", "c", "M", 2)
+	edit.EventID = "edit"
+	editAgain := message("s", "c", "M", 3)
+	editAgain.EventID = "edit"
+	other := message("s", "c", "M", 4)
+	other.EventID = "other"
+	msgs := []store.Message{create, edit, editAgain, other}
+	if got := mustAdd(t, s, msgs); !cmp.Equal(got, []bool{true, true, false, true}) {
+		t.Fatalf("AddMessages(M, M/edit, M/edit, M/other) reported %v, want [true true false true]", got)
+	}
+	want := []store.Message{msgs[0], msgs[1], msgs[3]}
+	if diff := cmp.Diff(want, messages(t, s, 0), cmpOpts...); diff != "" {
+		t.Fatalf("inbox (-want +got):\n%s", diff)
+	}
+	if _, err := s.PruneInbox(context.Background(), store.PruneQuery{Before: time.Now().Add(time.Hour), Floor: msgs[3].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	again := []store.Message{message("s", "c", "M", 5), edit, message("s", "c", "M", 6)}
+	again[2].EventID = "new"
+	if got := mustAdd(t, s, again); !cmp.Equal(got, []bool{false, false, true}) {
+		t.Fatalf("after pruning, AddMessages(M, M/edit, M/new) reported %v, want [false false true]", got)
+	}
+}
+
 func testDedupe(t *testing.T, s store.Store) {
 	a := message("s", "c", "a", 1)
 	b := message("s", "c", "b", 2)
