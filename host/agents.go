@@ -188,7 +188,7 @@ func (h *Host) acceptPushEvent(ctx context.Context, ev session.PushEvent) (proto
 	// Through the inbox's one writer, in receipt order with the server's
 	// channel messages; its commit wakes the agents. The answer waits
 	// for it, here on the connection's dispatch.
-	if _, err := h.keep(ctx, ev, m); err != nil {
+	if _, err := h.keep(ctx, ev.Server, ev.Params.EventID, m); err != nil {
 		return protocol.PushEventResult{}, err
 	}
 	return protocol.PushEventResult{Accepted: true}, nil

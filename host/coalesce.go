@@ -68,6 +68,8 @@ type coalescer struct {
 	// decided something about that a reader must know: by server, then
 	// eventId.
 	rows map[string]map[string]*coRow
+	// ident is each channel subject's platform message (identKey).
+	ident map[string]msgIdent
 	// rendering counts each server's open renders (inference/request is
 	// refused meanwhile); waits are the assemblies waiting for a render
 	// another started, by render id.
@@ -99,6 +101,7 @@ const coStateName = "coalesce"
 type coState struct {
 	Table coalesce.State               `json:"table"`
 	Rows  map[string]map[string]*coRow `json:"rows"`
+	Ident map[string]msgIdent          `json:"ident,omitempty"`
 }
 
 // DefaultRenderTimeout bounds a push/render (RFC-006 §5.3).
@@ -106,13 +109,13 @@ const DefaultRenderTimeout = 5 * time.Second
 
 // advertisedCoalescing is what this host advertises (see coalescer).
 func advertisedCoalescing() protocol.EventCoalescing {
-	return protocol.EventCoalescing{PushEvents: true, Deferred: true}
+	return protocol.AllEventCoalescing()
 }
 
 // newCoalescer loads the coalescer's state from st and recovers it.
 func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Duration) (*coalescer, error) {
 	c := &coalescer{h: h, log: h.log, timeout: timeout, adv: advertisedCoalescing(),
-		tab: coalesce.New(coalesce.Options{}), rows: map[string]map[string]*coRow{},
+		tab: coalesce.New(coalesce.Options{}), rows: map[string]map[string]*coRow{}, ident: map[string]msgIdent{},
 		rendering: map[string]int{}, waits: map[string]chan struct{}{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultRenderTimeout
@@ -136,6 +139,9 @@ func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Dur
 	for server, rows := range s.Rows {
 		c.rows[server] = rows
 	}
+	for k, id := range s.Ident {
+		c.ident[k] = id
+	}
 	rec := tab.Recover(coalesce.RecoverConservative)
 	for _, d := range rec.Fallbacks {
 		c.decided(d.Subject.Binding, d, nil)
@@ -149,7 +155,7 @@ func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Dur
 
 // save makes the state durable; the caller holds mu (or owns c alone).
 func (c *coalescer) save(ctx context.Context) error {
-	b, err := json.Marshal(coState{Table: c.tab.Export(), Rows: c.rows})
+	b, err := json.Marshal(coState{Table: c.tab.Export(), Rows: c.rows, Ident: c.ident})
 	if err != nil {
 		return err
 	}
@@ -188,64 +194,152 @@ func (c *coalescer) admit(ctx context.Context, ev session.PushEvent, m store.Mes
 	if !spec.Retract && !hasNotice {
 		return protocol.PushEventResult{}, errEmptyEvent
 	}
-	c.h.placePush(ctx, &m, ev.Params.Origin)
+	if spec.ChannelID != "" {
+		// Channel scope (§3.2): admitted as a channels/incoming message
+		// of that channel would be, now; never inferred from an origin.
+		directed, ok := c.h.channels.Registered(ev.Server, spec.ChannelID)
+		if !ok || !c.h.grantOf(ev.Server).Has("channels.incoming") {
+			return protocol.PushEventResult{}, errChannelScope(spec.ChannelID, ok)
+		}
+		m.Channel, m.Directed = spec.ChannelID, directed
+	} else {
+		c.h.placePush(ctx, &m, ev.Params.Origin)
+	}
+	m.EventID = ev.Params.EventID
 	ts := ev.Params.Timestamp
 	if ts == "" {
 		ts = m.At.Format(time.RFC3339Nano)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	plan, err := c.tab.Plan(m.At, coalesce.Admission{Binding: ev.Server, Lane: coalesce.LanePush, FeatureSet: ev.Params.FeatureSet,
+	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: ev.Server, Lane: coalesce.LanePush, FeatureSet: ev.Params.FeatureSet,
 		EventID: ev.Params.EventID, Timestamp: ts, Spec: spec, HasNotice: hasNotice, WindowMs: c.adv.RetryWindow()})
 	if err != nil {
-		c.log.Error("a coalesced event could not be decided", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
-		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not decide the coalesced event, so it was not accepted"}
+		return protocol.PushEventResult{}, err
+	}
+	return protocol.PushEventResult{Accepted: true, Coalesce: &reply}, nil
+}
+
+// Incoming decides a coalesced channels/incoming message (internal/channels
+// validated the rest of it).
+func (c *coalescer) Incoming(ctx context.Context, m store.Message, eventID string, raw json.RawMessage) (protocol.IncomingResult, error) {
+	spec, inv := coalesce.Parse(raw, coalesce.LaneIncoming, eventID, c.adv)
+	if inv != nil {
+		c.log.Debug("a channel message's coalesce member is malformed; the message was not accepted", "server", m.Server, "channel", m.Channel, "event_id", eventID, "problem", inv.Error())
+		return protocol.IncomingResult{Reason: protocol.ReasonCoalesceInvalid}, nil
+	}
+	m.EventID = eventID
+	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: m.Server, Lane: coalesce.LaneIncoming, ChannelID: m.Channel,
+		EventID: eventID, Timestamp: m.At.Format(time.RFC3339Nano), Spec: spec, HasNotice: true, WindowMs: c.adv.RetryWindow()})
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		// The store failed: the whole request is refused, as an
+		// ordinary one is.
+		return protocol.IncomingResult{}, pe
+	}
+	if err != nil {
+		return protocol.IncomingResult{}, err
+	}
+	return protocol.IncomingResult{Accepted: true, Coalesce: &reply}, nil
+}
+
+// decide plans an admission, keeps the row m it delivers, commits, and
+// applies what it removed; the answer's coalesce member, or the error to
+// answer.
+func (c *coalescer) decide(ctx context.Context, m store.Message, adm coalesce.Admission) (protocol.CoalesceResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	plan, err := c.tab.Plan(m.At, adm)
+	if err != nil {
+		c.log.Error("a coalesced event could not be decided", "server", adm.Binding, "event_id", adm.EventID, "error", err.Error())
+		return protocol.CoalesceResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not decide the coalesced event, so it was not accepted"}
 	}
 	res := plan.Result()
-	reply := res.Reply
 	if res.Duplicate {
-		return protocol.PushEventResult{Accepted: true, Coalesce: &reply}, nil
+		return res.Reply, nil
+	}
+	key := identKey(res.Subject)
+	if res.Subject.Scope == coalesce.ScopeChannel {
+		if adm.Lane == coalesce.LaneIncoming {
+			c.ident[key] = msgIdent{MessageID: m.MessageID, ThreadID: m.ThreadID}
+		} else if id, ok := c.ident[key]; ok {
+			// An edit pushed into a channel answers as its message (§9.2,
+			// vector 45): the same reply target and thread.
+			m.MessageID, m.ThreadID = id.MessageID, id.ThreadID
+		}
 	}
 	since := m.At
 	for _, rm := range res.Removed {
-		if r := c.row(ev.Server, rm.EventID); r != nil {
+		if r := c.row(adm.Binding, rm.EventID); r != nil {
 			since = earliest(since, r.Since)
 		}
 	}
 	if res.Deliver != coalesce.DeliverNone {
-		seq, err := c.h.keep(ctx, ev, m)
+		seq, err := c.h.keep(ctx, adm.Binding, adm.EventID, m)
 		if err != nil {
-			return protocol.PushEventResult{}, err
+			return protocol.CoalesceResult{}, err
 		}
 		m.Seq = seq
 	}
 	if err := c.tab.Commit(plan); err != nil {
 		// Nothing changed the table since the plan: mu is held.
-		c.log.Error("a coalesced event's decision could not be applied", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
-		return protocol.PushEventResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not apply the coalesced event, so it was not accepted"}
+		c.log.Error("a coalesced event's decision could not be applied", "server", adm.Binding, "event_id", adm.EventID, "error", err.Error())
+		return protocol.CoalesceResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not apply the coalesced event, so it was not accepted"}
 	}
 	for _, rm := range res.Removed {
-		r := c.row(ev.Server, rm.EventID)
+		r := c.row(adm.Binding, rm.EventID)
 		if r == nil {
 			r = &coRow{}
-			c.setRow(ev.Server, rm.EventID, r)
+			c.setRow(adm.Binding, rm.EventID, r)
 		}
 		r.Withdrawn = true
-		c.log.Debug("a coalesced event leaves delivery unread", "server", ev.Server, "event_id", rm.EventID, "why", rm.Reason.String(), "by", ev.Params.EventID)
+		c.log.Debug("a coalesced event leaves delivery unread", "server", adm.Binding, "event_id", rm.EventID, "why", rm.Reason.String(), "by", adm.EventID)
 	}
 	if res.Deliver != coalesce.DeliverNone && m.Seq > 0 {
-		c.setRow(ev.Server, ev.Params.EventID, &coRow{Seq: m.Seq, At: m.At, Since: since})
+		c.setRow(adm.Binding, adm.EventID, &coRow{Seq: m.Seq, At: m.At, Since: since})
 	}
 	if err := c.save(ctx); err != nil {
-		c.log.Error("the coalescing state could not be stored; the event is delivered, and a restart may treat a retry of it as new", "server", ev.Server, "event_id", ev.Params.EventID, "error", err.Error())
+		c.log.Error("the coalescing state could not be stored; the event is delivered, and a restart may treat a retry of it as new", "server", adm.Binding, "event_id", adm.EventID, "error", err.Error())
 	}
-	return protocol.PushEventResult{Accepted: true, Coalesce: &reply}, nil
+	return res.Reply, nil
 }
 
-// keep puts an event's row in the inbox, durably, and returns its Seq: 0
-// for a row that was there already (a retry of an event kept before a
-// crash), which counts as kept.
-func (h *Host) keep(ctx context.Context, ev session.PushEvent, m store.Message) (int64, error) {
+// msgIdent is the platform message a channel subject's occurrences are:
+// the reply target, and its thread.
+type msgIdent struct {
+	MessageID string `json:"messageId"`
+	ThreadID  string `json:"threadId,omitempty"`
+}
+
+// identKey names a subject in coalescer.ident.
+func identKey(s coalesce.Subject) string {
+	return s.Binding + "\x00" + string(s.Scope) + "\x00" + s.ScopeID + "\x00" + s.Key
+}
+
+// errChannelScope refuses a channel-scoped push its server may not send
+// into that channel now (RFC-006 §3.2).
+func errChannelScope(channel string, registered bool) error {
+	why := "the channel is not registered by this server"
+	if registered {
+		why = "channels.incoming is not in this server's grant"
+	}
+	return protocol.NewError(protocol.CodeChannelNotPermitted, fmt.Sprintf("Channel not permitted: coalesce.channelId %q: %s, so the event was not accepted", channel, why),
+		map[string]string{"channelId": channel})
+}
+
+// grantOf is server's grant now; empty when it is not connected.
+func (h *Host) grantOf(server string) grant.Grant {
+	h.mu.Lock()
+	srv := h.servers[server]
+	h.mu.Unlock()
+	if srv == nil || srv.sess == nil {
+		return grant.Grant{}
+	}
+	return srv.sess.Grant()
+}
+
+// keep puts a row of server's event or message eventID in the inbox,
+// durably, and returns its Seq: 0 for a row that was there already (a
+// retry of one kept before a crash), which counts as kept.
+func (h *Host) keep(ctx context.Context, server, eventID string, m store.Message) (int64, error) {
 	msgs := []store.Message{m}
 	var res inbox.Result
 	select {
@@ -256,12 +350,12 @@ func (h *Host) keep(ctx context.Context, ev session.PushEvent, m store.Message) 
 	switch {
 	case errors.Is(res.Err, inbox.ErrClosed):
 		// Refused at shutdown: no failure of the store.
-		h.log.Debug("a push event refused: this host is shutting down", "server", ev.Server, "event_id", ev.Params.EventID)
+		h.log.Debug("a push event refused: this host is shutting down", "server", server, "event_id", eventID)
 		return 0, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host is shutting down, so the event was not accepted: send it again later"}
 	case res.Err != nil:
 		// At most a line and a count a window for each server: the store's
 		// health logs the failure itself (StoreHealth).
-		h.limits.LogFor(&logEventNotStored, ev.Server, "server", ev.Server, "event_id", ev.Params.EventID, "error", res.Err.Error())
+		h.limits.LogFor(&logEventNotStored, server, "server", server, "event_id", eventID, "error", res.Err.Error())
 		return 0, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not store the event, so it was not accepted: send it again later"}
 	}
 	return msgs[0].Seq, nil
@@ -376,7 +470,15 @@ func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) [
 // render sends one push/render and decides its batch.
 func (c *coalescer) render(ctx context.Context, sess *session.Session, server, id string, ren coalesce.Render) {
 	var res protocol.PushRenderResult
+	deadline := time.Now().Add(c.timeout)
 	err := sess.Call(ctx, protocol.MethodPushRender, ren.Params, &res, wire.WithTimeout(c.timeout))
+	if err != nil && !sess.Connected() {
+		// The connection ended under the render. Whether its batch falls
+		// back or lapses is the authority the server has when it is back
+		// (its grant may have changed with it: an operator's restart),
+		// waited for within the render's own deadline.
+		c.h.awaitConnected(ctx, server, deadline)
+	}
 	out := coalesce.Rendered
 	switch {
 	case err != nil:
@@ -390,10 +492,8 @@ func (c *coalescer) render(ctx context.Context, sess *session.Session, server, i
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if out != coalesce.RenderFailed {
-		if _, authorized := c.h.renderSession(server); !authorized(ren.Subject) {
-			out = coalesce.RenderLapsed
-		}
+	if _, authorized := c.h.renderSession(server); !authorized(ren.Subject) {
+		out = coalesce.RenderLapsed
 	}
 	d := c.tab.Finish(ren.ID, out)
 	if d.Discarded {
@@ -440,14 +540,34 @@ func (h *Host) renderSession(server string) (*session.Session, func(coalesce.Sub
 	}
 	g := srv.sess.Grant()
 	return srv.sess, func(key coalesce.Subject) bool {
+		if key.Scope == coalesce.ScopeChannel {
+			_, registered := h.channels.Registered(server, key.ScopeID)
+			return registered && g.Has("channels.incoming")
+		}
 		if !g.Has("pushEvents") {
 			return false
 		}
-		if key.Scope != coalesce.ScopeFeatureSet {
-			return true
-		}
 		fs, ok := g.FeatureSet(key.ScopeID)
 		return ok && fs.State == grant.StateEnabled
+	}
+}
+
+// awaitConnected waits until server is connected with its policy
+// established, deadline passes, or ctx ends.
+func (h *Host) awaitConnected(ctx context.Context, server string, deadline time.Time) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		if st, ok := h.Server(server); ok && st.Connected && len(st.Grant.Effective) > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

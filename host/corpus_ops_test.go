@@ -89,6 +89,33 @@ func (s *scenario) step(st corpusStep) map[string]any {
 		s.waitConnected()
 	case "failNextModel":
 		s.api.Add(fakeapi.Reply{Status: 400, Text: "the corpus fails this model call, as planned"})
+	case "channelTool":
+		// The corpus server runs its own channels (no channels.lifecycle):
+		// the host records the decision and says no request was sent,
+		// which the call reports as an error; the decision is what counts.
+		res, err := s.h.CallTool(context.Background(), st.Name, json.RawMessage(`{"channelId":"chat"}`))
+		o["result"] = anyOf(res)
+		if err != nil {
+			o["error"] = err.Error()
+		}
+		if ch := s.channel("chat"); ch == nil {
+			t.Fatalf("%s: the host knows no channel chat", st.Name)
+		}
+	case "grant":
+		// The operator narrows the server's channel authority to leaves
+		// (the corpus narrows channels.incoming away) and restarts its
+		// connection: this host changes a grant no other way.
+		cfg := s.serverConfig("editor")
+		for _, p := range []string{"channels.register", "channels.incoming"} {
+			if !slices.Contains(st.Leaves, p) {
+				cfg.Capabilities.Disable = append(cfg.Capabilities.Disable, p)
+			}
+		}
+		if err := s.h.Restart(context.Background(), "editor", &cfg); err != nil {
+			t.Fatal(err)
+		}
+		s.peer.waitReady(t)
+		s.waitConnected()
 	case "disableFeature":
 		// The operator disables the feature set and restarts the
 		// server's connection: its grant has doc disabled from then on.
@@ -106,6 +133,16 @@ func (s *scenario) step(st corpusStep) map[string]any {
 	}
 	s.observe(o)
 	return o
+}
+
+// channel is the host's state of the corpus server's channel id.
+func (s *scenario) channel(id string) *host.ChannelState {
+	for _, c := range s.h.Channels() {
+		if c.Server == "editor" && c.ID == id {
+			return &c
+		}
+	}
+	return nil
 }
 
 // server is the corpus server a step names ("" for editor).
@@ -274,7 +311,14 @@ func (s *scenario) inboxContext() []string {
 	}
 	var out []string
 	for _, m := range msgs {
-		shown, content := s.h.CoalescedContext(m.Server, m.MessageID)
+		id := m.EventID
+		if id == "" && m.Kind == store.KindPushEvent {
+			id = m.MessageID
+		}
+		shown, content := true, []json.RawMessage(nil)
+		if id != "" {
+			shown, content = s.h.CoalescedContext(m.Server, id)
+		}
 		if !shown {
 			continue
 		}
@@ -390,6 +434,10 @@ func (s *scenario) check(st corpusStep, o map[string]any) {
 	for _, raw := range st.Checks {
 		var c map[string]any
 		json.Unmarshal(raw, &c)
+		if ev, ok := c["event"].(string); ok {
+			s.checkEvent(st, ev, c["metadata"])
+			continue
+		}
 		path, _ := c["path"].(string)
 		if path == "" {
 			t.Errorf("step %s: a check with no path this adapter reads: %s", st.ID, raw)
@@ -495,6 +543,34 @@ func (s *scenario) check(st corpusStep, o map[string]any) {
 				t.Errorf("%s: expectation %q is not read by this adapter", where, k)
 			}
 		}
+	}
+}
+
+// checkEvent checks what the host keeps of occurrence eventID: the
+// platform message and thread (metadata's messageId and threadId) that
+// every stored copy of it answers as.
+func (s *scenario) checkEvent(st corpusStep, eventID string, metadata any) {
+	t := s.t
+	want, _ := metadata.(map[string]any)
+	msgs, err := s.st.Page(context.Background(), store.InboxQuery{Server: "editor", Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range msgs {
+		if m.EventID != eventID {
+			continue
+		}
+		n++
+		got := map[string]any{"messageId": m.MessageID, "threadId": m.ThreadID}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("step %s: occurrence %s has %s %v, want %v", st.ID, eventID, k, got[k], w)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("step %s: no stored copy of occurrence %s", st.ID, eventID)
 	}
 }
 

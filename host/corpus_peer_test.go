@@ -126,9 +126,16 @@ func (p *corpusPeer) serve(w http.ResponseWriter, r *http.Request) {
 // events, channels it registers and their messages, inference requests,
 // and feature sets doc and other.
 func corpusAdvertisement() json.RawMessage {
-	fs := json.RawMessage(`{"doc":{"description":"the corpus's documents","uses":["pushEvents","inferenceRequest","channels.register","channels.incoming"]},` +
+	fs := json.RawMessage(`{"doc":{"description":"the corpus's documents","uses":["pushEvents","inferenceRequest"]},` +
 		`"other":{"description":"the corpus's other feature set","uses":["pushEvents"]}}`)
 	return advert.Marshal(protocol.MCPLVersion05, []string{"pushEvents", "inferenceRequest", "channels.register", "channels.incoming"}, fs)
+}
+
+// otherAdvertisement is a second corpus server's: the corpus server's,
+// but for inference requests, which this host routes for editor alone.
+func otherAdvertisement() json.RawMessage {
+	fs := json.RawMessage(`{"doc":{"description":"the other server's documents","uses":["pushEvents"]}}`)
+	return advert.Marshal(protocol.MCPLVersion05, []string{"pushEvents", "channels.register", "channels.incoming"}, fs)
 }
 
 // probeAdvertisement is the adapter's control server's: push events in

@@ -99,8 +99,6 @@ var corpusProfile = struct {
 		"retain-64-notices":              true,
 		"finite-wake-postponement-bound": true,
 		"restart-without-history":        true,
-		// This host does not advertise channelScopedPush.
-		"unadvertised-channel-scoped-push": true,
 	},
 	wakeBoundMs: float64(corpusMaxDelay/time.Millisecond) + 1500,
 }
@@ -112,6 +110,7 @@ const corpusMaxDelay = 400 * time.Millisecond
 // host, with why: conditions of a profile it does not have, which RFC-006
 // leaves to the host.
 var inapplicable = map[string]string{
+	"unadvertised-channel-scoped-push": "this host advertises channelScopedPush, so the absent leaf's condition does not hold",
 	"per-context-consumption":          "this host consumes an occurrence for every context at once (shared consumption, which RFC-006 §3.3 permits)",
 	"changing-advertised-retry-window": "this host advertises the same retry window, the default hour, on every connection",
 	"materialized-unread":              "this host materializes a deferred batch only as it assembles the request that shows it, so no batch is ever materialized and unread",
@@ -151,18 +150,9 @@ func notExercised(v corpusVariant) string {
 	}
 	for _, s := range v.Steps {
 		switch s.Op {
-		case "send":
-			coalesced := strings.Contains(string(s.Params), `"coalesce"`)
-			if s.Method != "push/event" && coalesced {
-				return "coalesce on " + s.Method + " is not served by this host (eventCoalescing.channelsIncoming is not advertised)"
-			}
-			if s.Method == "push/event" && strings.Contains(string(s.Params), `"channelId"`) && coalesced &&
-				!slices.Contains(v.Requires, "unadvertised-channel-scoped-push") {
-				return "channel-scoped push is not served by this host (eventCoalescing.channelScopedPush is not advertised)"
-			}
-		case "assemble", "render", "waitRender", "releaseRender", "startTurn", "joinTurn", "turn",
+		case "send", "assemble", "render", "waitRender", "releaseRender", "startTurn", "joinTurn", "turn",
 			"wait", "observe", "restart", "kill", "disconnect", "reconnect", "failNextModel", "continuousReplacements",
-			"disableFeature", "register", "restartWithoutHistory":
+			"disableFeature", "register", "restartWithoutHistory", "channelTool", "grant":
 		default:
 			return "control " + s.Op + " is not constructed by this adapter"
 		}
@@ -285,7 +275,7 @@ func runScenario(t *testing.T, v corpusVariant) {
 		json.Unmarshal(raw, &names)
 		for _, n := range names {
 			if n != "editor" {
-				s.others[n] = newCorpusPeer(t, corpusAdvertisement())
+				s.others[n] = newCorpusPeer(t, otherAdvertisement())
 			}
 		}
 	}

@@ -221,6 +221,10 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.inbox = in
+	if h.coalescer, err = newCoalescer(context.Background(), h, st, opts.RenderTimeout); err != nil {
+		h.inbox.Close()
+		return nil, err
+	}
 	reg, err := channels.New(channels.Options{
 		Store:    st,
 		Logger:   log,
@@ -233,6 +237,7 @@ func New(opts Options) (*Host, error) {
 		},
 		OnRegistered: h.wakeAgents,
 		Inbox:        h.inbox,
+		Coalescer:    h.coalescer,
 		Now:          h.now,
 	})
 	if err != nil {
@@ -240,11 +245,6 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.channels = reg
-	if h.coalescer, err = newCoalescer(context.Background(), h, st, opts.RenderTimeout); err != nil {
-		h.channels.Close()
-		h.inbox.Close()
-		return nil, err
-	}
 	h.hooks = hooks.New(hooks.Options{Logger: log})
 	h.infer = inference.New(inference.Options{Logger: log, Route: h.routeInference})
 	h.limits = lograte.New(log, "")

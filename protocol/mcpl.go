@@ -174,6 +174,9 @@ type IncomingResult struct {
 	Accepted       bool   `json:"accepted"`
 	ConversationID string `json:"conversationId,omitempty"`
 	Reason         string `json:"reason,omitempty"`
+	// Coalesce says what a coalesced message did to its subject (RFC-006
+	// §7); nil for a message without coalesce.
+	Coalesce *CoalesceResult `json:"coalesce,omitempty"`
 }
 
 // ChannelsIncomingResult answers channels/incoming.

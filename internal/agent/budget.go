@@ -237,8 +237,8 @@ func (s *selection) read(m store.Message, v verdict) {
 		s.r.heard(m.Server, m.Channel, m.Tags)
 	}
 	var co Coalesced
-	if m.Kind == store.KindPushEvent {
-		if co = s.r.rt.opts.Env.Coalesced(m.Server, m.MessageID); co.Withdrawn {
+	if id := occurrence(m); id != "" {
+		if co = s.r.rt.opts.Env.Coalesced(m.Server, id); co.Withdrawn {
 			return // taken out unread (coalesced.go)
 		}
 	}

@@ -77,6 +77,19 @@ func (r *runner) holds(sel *selection, notices []string) (time.Time, bool) {
 	return until, time.Now().Before(until)
 }
 
+// occurrence is the eventId a server may have coalesced m as: its
+// EventID, or a push event's own id; "" for a channel message that is
+// not an occurrence of its own.
+func occurrence(m store.Message) string {
+	if m.EventID != "" {
+		return m.EventID
+	}
+	if m.Kind == store.KindPushEvent {
+		return m.MessageID
+	}
+	return ""
+}
+
 // coItem is what an item that shows a coalesced event keeps to be shown
 // anew at assembly.
 type coItem struct {
@@ -108,7 +121,7 @@ func (r *runner) assemble(ctx context.Context, sel *selection) {
 		idx := byServer[s]
 		ids := make([]string, len(idx))
 		for k, i := range idx {
-			ids[k] = sel.items[i].co.m.MessageID
+			ids[k] = occurrence(sel.items[i].co.m)
 		}
 		got := r.rt.opts.Env.Assemble(ctx, s, ids)
 		for k, i := range idx {

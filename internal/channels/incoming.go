@@ -39,6 +39,9 @@ func (r *Registry) ServerList(server string) protocol.ChannelsListResult {
 // The caller has checked the channels.incoming grant current at receipt.
 func (r *Registry) Incoming(ctx context.Context, server string, raw []json.RawMessage) (protocol.ChannelsIncomingResult, error) {
 	in := r.receive(server, raw)
+	if len(in.co) > 0 {
+		return in.inOrder(ctx, r)
+	}
 	return in.answer(r, in.accept(r))
 }
 
@@ -48,6 +51,17 @@ type received struct {
 	results []protocol.IncomingResult
 	msgs    []store.Message
 	at      []int // the index in results of each of msgs
+	// co are the messages that carry coalesce, for the Coalescer, with
+	// their index in results; none without a Coalescer.
+	co []coalescedMessage
+}
+
+// coalescedMessage is a valid message that carries coalesce.
+type coalescedMessage struct {
+	i        int
+	m        store.Message
+	eventID  string
+	coalesce json.RawMessage
 }
 
 // receive validates each message against the registrations as they are
@@ -63,6 +77,8 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 			ThreadID  *string         `json:"threadId"`
 			Content   json.RawMessage `json:"content"`
 			Tags      json.RawMessage `json:"tags"`
+			EventID   *string         `json:"eventId"`
+			Coalesce  json.RawMessage `json:"coalesce"`
 		}
 		err := json.Unmarshal(m, &msg)
 		switch {
@@ -89,11 +105,56 @@ func (r *Registry) receive(server string, raw []json.RawMessage) *received {
 			in.results[i].Reason = content.ReasonEmptyContent
 			continue
 		}
-		in.msgs = append(in.msgs, store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
-			Tags: tags(msg.Tags), Directed: directed, Body: m, At: now})
+		row := store.Message{Server: server, Channel: *msg.ChannelID, MessageID: *msg.MessageID, ThreadID: strOr(msg.ThreadID),
+			Tags: tags(msg.Tags), Directed: directed, Body: m, At: now}
+		if c := msg.Coalesce; r.opts.Coalescer != nil && len(c) > 0 && string(c) != "null" {
+			// RFC-006 §3.1: a coalesced message names its occurrence.
+			id := strOr(msg.EventID)
+			if id == "" || len(id) > MaxIDBytes || !content.Printable(id) {
+				in.results[i].Reason = protocol.ReasonCoalesceInvalid
+				continue
+			}
+			in.co = append(in.co, coalescedMessage{i: i, m: row, eventID: id, coalesce: c})
+			continue
+		}
+		in.msgs = append(in.msgs, row)
 		in.at = append(in.at, i)
 	}
 	return in
+}
+
+// inOrder decides a channels/incoming that carries coalesced messages:
+// each message in the order sent, the ordinary ones through the inbox and
+// the coalesced ones through the Coalescer, each durable before the next
+// is decided. It runs on the connection's dispatch, as push/event does, so
+// that an edit is never decided before the create its server sent first.
+func (in *received) inOrder(ctx context.Context, r *Registry) (protocol.ChannelsIncomingResult, error) {
+	co := in.co
+	msgs, at := in.msgs, in.at
+	for len(co) > 0 || len(msgs) > 0 {
+		if len(co) == 0 || len(msgs) > 0 && at[0] < co[0].i {
+			// The ordinary messages up to the next coalesced one.
+			n := 0
+			for n < len(msgs) && (len(co) == 0 || at[n] < co[0].i) {
+				n++
+			}
+			part := &received{server: in.server, results: in.results, msgs: msgs[:n], at: at[:n]}
+			if _, err := part.answer(r, part.accept(r)); err != nil {
+				return protocol.ChannelsIncomingResult{}, err
+			}
+			msgs, at = msgs[n:], at[n:]
+			continue
+		}
+		c := co[0]
+		co = co[1:]
+		res, err := r.opts.Coalescer.Incoming(ctx, c.m, c.eventID, c.coalesce)
+		if err != nil {
+			return protocol.ChannelsIncomingResult{}, err
+		}
+		res.MessageID = c.m.MessageID
+		in.results[c.i] = res
+	}
+	return protocol.ChannelsIncomingResult{Results: in.results}, nil
 }
 
 // accept hands the accepted messages to the inbox, in receipt order: its
@@ -200,3 +261,14 @@ func strOr(s *string) string {
 
 // cut bounds an id a server sent before it goes back in a reason.
 func cut(s string) string { return wire.Cut(s, 64) }
+
+// Registered reports whether server has channel registered now, and
+// whether this host directs that server's channels (channels.lifecycle):
+// the authority of a channel-scoped coalesced push (RFC-006 §3.2), which
+// is never inferred from an origin, nor registered lazily.
+func (r *Registry) Registered(server, channel string) (directed, ok bool) {
+	if !r.registered(Key{server, channel}) {
+		return false, false
+	}
+	return r.directsLifecycle(server), true
+}

@@ -21,6 +21,7 @@ package channels
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -106,8 +107,22 @@ type Options struct {
 	// inbox (the agent layer reads them from there, woken by the inbox);
 	// nil makes one on Store, which Close closes.
 	Inbox *inbox.Inbox
+	// Coalescer decides channels/incoming messages that carry coalesce
+	// (RFC-006); nil serves none, and the member is ignored.
+	Coalescer Coalescer
 	// Now is the clock of records; nil means time.Now.
 	Now func() time.Time
+}
+
+// Coalescer decides coalesced channel messages (RFC-006): the host's.
+type Coalescer interface {
+	// Incoming decides one message that carries coalesce, otherwise valid
+	// (its channel registered by its server, its content shown): m is its
+	// inbox row, eventID its occurrence, raw its coalesce member. It keeps
+	// what it delivers in the inbox, durably, before it returns, and says
+	// what to answer for the message; err fails the whole request (the
+	// store failed).
+	Incoming(ctx context.Context, m store.Message, eventID string, raw json.RawMessage) (protocol.IncomingResult, error)
 }
 
 // MaxAttempts bounds how often one lifecycle operation re-reads a decision

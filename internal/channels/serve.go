@@ -89,6 +89,17 @@ func (r *Registry) Serve(ctx context.Context, server string, req *wire.Request) 
 			return nil, nil, true
 		}
 		in := r.receive(server, p.Messages)
+		if len(in.co) > 0 {
+			defer r.waits.Done()
+			res, err := in.inOrder(ctx, r)
+			if err != nil {
+				return nil, err, true
+			}
+			if notification {
+				return nil, nil, true
+			}
+			return res, nil, true
+		}
 		done := in.accept(r)
 		release, reply := req.Hold(), req.Defer()
 		go func() {
