@@ -2,15 +2,19 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/coalesce"
@@ -65,11 +69,13 @@ type coalescer struct {
 	mu  sync.Mutex
 	tab *coalesce.Table
 	// rows are the inbox rows of coalesced occurrences the table has
-	// decided something about that a reader must know: by server, then
+	// decided something about that a reader must know: by binding, then
 	// eventId.
 	rows map[string]map[string]*coRow
 	// ident is each channel subject's platform message (identKey).
 	ident map[string]msgIdent
+	// tags are each server's binding tag (bindingTag), by server id.
+	tags map[string]string
 	// rendering counts each server's open renders (inference/request is
 	// refused meanwhile); waits are the assemblies waiting for a render
 	// another started, by render id.
@@ -113,9 +119,10 @@ func advertisedCoalescing() protocol.EventCoalescing {
 }
 
 // newCoalescer loads the coalescer's state from st and recovers it.
-func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Duration) (*coalescer, error) {
-	c := &coalescer{h: h, log: h.log, timeout: timeout, adv: advertisedCoalescing(),
-		tab: coalesce.New(coalesce.Options{}), rows: map[string]map[string]*coRow{}, ident: map[string]msgIdent{},
+func newCoalescer(ctx context.Context, h *Host, st store.Store, opts Options) (*coalescer, error) {
+	topts := coalesce.Options{MaxSubjects: opts.CoalesceSubjects}
+	c := &coalescer{h: h, log: h.log, timeout: opts.RenderTimeout, adv: advertisedCoalescing(),
+		tab: coalesce.New(topts), rows: map[string]map[string]*coRow{}, ident: map[string]msgIdent{}, tags: map[string]string{},
 		rendering: map[string]int{}, waits: map[string]chan struct{}{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultRenderTimeout
@@ -131,7 +138,7 @@ func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Dur
 	if err := json.Unmarshal(body, &s); err != nil {
 		return nil, fmt.Errorf("host: the coalescing state in the store is not readable: %w", err)
 	}
-	tab, err := coalesce.Import(s.Table, coalesce.Options{})
+	tab, err := coalesce.Import(s.Table, topts)
 	if err != nil {
 		return nil, fmt.Errorf("host: the coalescing state in the store is not readable: %w", err)
 	}
@@ -144,7 +151,7 @@ func newCoalescer(ctx context.Context, h *Host, st store.Store, timeout time.Dur
 	}
 	rec := tab.Recover(coalesce.RecoverConservative)
 	for _, d := range rec.Fallbacks {
-		c.decided(d.Subject.Binding, d, nil)
+		c.decided(d, nil)
 	}
 	if len(rec.Sealed) > 0 || len(rec.Fallbacks) > 0 {
 		h.log.Info("coalesced events kept across the restart are ordinary now: none of them can be replaced, and each deferred batch shows its fallback",
@@ -205,12 +212,13 @@ func (c *coalescer) admit(ctx context.Context, ev session.PushEvent, m store.Mes
 	} else {
 		c.h.placePush(ctx, &m, ev.Params.Origin)
 	}
-	m.EventID = ev.Params.EventID
+	binding := c.binding(ev.Server)
+	m.EventID = qualify(binding, ev.Params.EventID)
 	ts := ev.Params.Timestamp
 	if ts == "" {
 		ts = m.At.Format(time.RFC3339Nano)
 	}
-	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: ev.Server, Lane: coalesce.LanePush, FeatureSet: ev.Params.FeatureSet,
+	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: binding, Lane: coalesce.LanePush, FeatureSet: ev.Params.FeatureSet,
 		EventID: ev.Params.EventID, Timestamp: ts, Spec: spec, HasNotice: hasNotice, WindowMs: c.adv.RetryWindow()})
 	if err != nil {
 		return protocol.PushEventResult{}, err
@@ -226,8 +234,9 @@ func (c *coalescer) Incoming(ctx context.Context, m store.Message, eventID strin
 		c.log.Debug("a channel message's coalesce member is malformed; the message was not accepted", "server", m.Server, "channel", m.Channel, "event_id", eventID, "problem", inv.Error())
 		return protocol.IncomingResult{Reason: protocol.ReasonCoalesceInvalid}, nil
 	}
-	m.EventID = eventID
-	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: m.Server, Lane: coalesce.LaneIncoming, ChannelID: m.Channel,
+	binding := c.binding(m.Server)
+	m.EventID = qualify(binding, eventID)
+	reply, err := c.decide(ctx, m, coalesce.Admission{Binding: binding, Lane: coalesce.LaneIncoming, ChannelID: m.Channel,
 		EventID: eventID, Timestamp: m.At.Format(time.RFC3339Nano), Spec: spec, HasNotice: true, WindowMs: c.adv.RetryWindow()})
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
@@ -273,7 +282,7 @@ func (c *coalescer) decide(ctx context.Context, m store.Message, adm coalesce.Ad
 		}
 	}
 	if res.Deliver != coalesce.DeliverNone {
-		seq, err := c.h.keep(ctx, adm.Binding, adm.EventID, m)
+		seq, err := c.h.keep(ctx, m.Server, adm.EventID, m)
 		if err != nil {
 			return protocol.CoalesceResult{}, err
 		}
@@ -361,54 +370,63 @@ func (h *Host) keep(ctx context.Context, server, eventID string, m store.Message
 	return msgs[0].Seq, nil
 }
 
-// Coalesced says what a reader does with server's event eventID.
-func (c *coalescer) Coalesced(server, eventID string) agent.Coalesced {
+// Coalesced says what a reader does with server's occurrence occ (a row's
+// EventID).
+func (c *coalescer) Coalesced(server, occ string) agent.Coalesced {
+	binding, id := c.resolve(server, occ)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.row(server, eventID)
+	r := c.row(binding, id)
 	if r == nil {
 		return agent.Coalesced{}
 	}
 	if r.Withdrawn {
 		return agent.Coalesced{Withdrawn: true}
 	}
-	_, _, tracked := c.tab.Occurrence(server, eventID)
+	_, _, tracked := c.tab.Occurrence(binding, id)
 	return agent.Coalesced{Tracked: tracked || r.Materialized, Since: r.Since}
 }
 
-// Assemble decides, for a request about to include server's events ids,
-// what each shows: a batch's placeholder is rendered (or falls back) now,
-// an occurrence withdrawn since it was read is left out, and every one
-// shown is consumed.
-func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) []agent.Assembled {
-	out := make([]agent.Assembled, len(ids))
+// Assemble decides, for a request about to include server's occurrences
+// occs, what each shows: a batch's placeholder is rendered (or falls back)
+// now, an occurrence withdrawn since it was read is left out, and every
+// one shown is consumed.
+func (c *coalescer) Assemble(ctx context.Context, server string, occs []string) []agent.Assembled {
+	out := make([]agent.Assembled, len(occs))
+	type ref struct{ binding, id string }
+	refs := make([]ref, len(occs))
+	for i, o := range occs {
+		refs[i].binding, refs[i].id = c.resolve(server, o)
+	}
 	type job struct {
-		i   int
+		ref
 		ren coalesce.Render
 	}
 	var jobs []job
 	var waits []chan struct{}
+	current := c.binding(server)
 	c.mu.Lock()
 	sess, authorized := c.h.renderSession(server)
-	for i, id := range ids {
-		r := c.row(server, id)
-		if r == nil {
+	for _, rf := range refs {
+		if c.row(rf.binding, rf.id) == nil {
 			continue
 		}
-		key, kind, tracked := c.tab.Occurrence(server, id)
+		key, kind, tracked := c.tab.Occurrence(rf.binding, rf.id)
 		switch {
 		case !tracked || kind == coalesce.KindOccupant:
 		case kind == coalesce.KindRendering:
-			if w := c.waits[server+"\x00"+id]; w != nil {
+			if w := c.waits[rf.binding+"\x00"+rf.id]; w != nil {
 				waits = append(waits, w)
 			}
 		case !authorized(key):
 			if d, ok := c.tab.Lapse(key); ok {
-				c.decided(server, d, nil)
+				c.decided(d, nil)
 			}
-		case sess == nil:
+		case sess == nil || rf.binding != current:
+			// Disconnected, or a binding the server no longer is (its
+			// endpoint was reconfigured): no render to ask for.
 			if d, ok := c.tab.Fallback(key); ok {
-				c.decided(server, d, nil)
+				c.decided(d, nil)
 			}
 		default:
 			ren, ok := c.tab.StartRender(key)
@@ -416,20 +434,20 @@ func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) [
 				// Its subject's previous render is still open: this batch
 				// falls back rather than wait behind it.
 				if d, ok := c.tab.Fallback(key); ok {
-					c.decided(server, d, nil)
+					c.decided(d, nil)
 				}
 				continue
 			}
 			c.rendering[server]++
-			c.waits[server+"\x00"+id] = make(chan struct{})
-			jobs = append(jobs, job{i, ren})
+			c.waits[rf.binding+"\x00"+rf.id] = make(chan struct{})
+			jobs = append(jobs, job{rf, ren})
 		}
 	}
 	c.mu.Unlock()
 
 	var wg sync.WaitGroup
 	for _, j := range jobs {
-		wg.Go(func() { c.render(ctx, sess, server, ids[j.i], j.ren) })
+		wg.Go(func() { c.render(ctx, sess, server, j.binding, j.id, j.ren) })
 	}
 	wg.Wait()
 	for _, w := range waits {
@@ -441,25 +459,27 @@ func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) [
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var shown []string
-	for i, id := range ids {
-		r := c.row(server, id)
-		if r == nil {
-			shown = append(shown, id)
-			continue
+	shown := map[string][]string{}
+	for i, rf := range refs {
+		if r := c.row(rf.binding, rf.id); r != nil {
+			_, kind, tracked := c.tab.Occurrence(rf.binding, rf.id)
+			switch {
+			case r.Withdrawn, tracked && kind != coalesce.KindOccupant:
+				// Gone, or still rendering for another (ctx ended): not
+				// shown.
+				out[i].Gone = true
+				continue
+			case r.Materialized && r.Content != nil:
+				out[i].Content = r.Content
+			}
 		}
-		_, kind, tracked := c.tab.Occurrence(server, id)
-		switch {
-		case r.Withdrawn, tracked && kind != coalesce.KindOccupant:
-			// Gone, or still rendering for another (ctx ended): not shown.
-			out[i].Gone = true
-			continue
-		case r.Materialized && r.Content != nil:
-			out[i].Content = r.Content
-		}
-		shown = append(shown, id)
+		shown[rf.binding] = append(shown[rf.binding], rf.id)
 	}
-	if c.tab.Consume(server, shown...) > 0 || len(jobs) > 0 {
+	n := 0
+	for binding, ids := range shown {
+		n += c.tab.Consume(binding, ids...)
+	}
+	if n > 0 || len(jobs) > 0 {
 		if err := c.save(context.WithoutCancel(ctx)); err != nil {
 			c.log.Error("the coalescing state could not be stored after an assembly; a restart may show an event's older version again", "server", server, "error", err.Error())
 		}
@@ -468,7 +488,7 @@ func (c *coalescer) Assemble(ctx context.Context, server string, ids []string) [
 }
 
 // render sends one push/render and decides its batch.
-func (c *coalescer) render(ctx context.Context, sess *session.Session, server, id string, ren coalesce.Render) {
+func (c *coalescer) render(ctx context.Context, sess *session.Session, server, binding, id string, ren coalesce.Render) {
 	var res protocol.PushRenderResult
 	deadline := time.Now().Add(c.timeout)
 	err := sess.Call(ctx, protocol.MethodPushRender, ren.Params, &res, wire.WithTimeout(c.timeout))
@@ -499,22 +519,23 @@ func (c *coalescer) render(ctx context.Context, sess *session.Session, server, i
 	if d.Discarded {
 		c.log.Info("a render's result came after its batch was withdrawn or shown otherwise, and is discarded", "server", server, "event_id", ren.Params.EventID, "why", d.Cause.String())
 	} else {
-		c.decided(server, d, res.Content)
+		c.decided(d, res.Content)
 	}
 	c.rendering[server]--
-	if w := c.waits[server+"\x00"+id]; w != nil {
+	if w := c.waits[binding+"\x00"+id]; w != nil {
 		close(w)
-		delete(c.waits, server+"\x00"+id)
+		delete(c.waits, binding+"\x00"+id)
 	}
 }
 
 // decided applies a batch's decision to its placeholder row; the caller
 // holds mu.
-func (c *coalescer) decided(server string, d coalesce.Decision, rendered []json.RawMessage) {
-	r := c.row(server, d.EventID)
+func (c *coalescer) decided(d coalesce.Decision, rendered []json.RawMessage) {
+	b := d.Subject.Binding
+	r := c.row(b, d.EventID)
 	if r == nil {
 		r = &coRow{}
-		c.setRow(server, d.EventID, r)
+		c.setRow(b, d.EventID, r)
 	}
 	switch d.Materialize {
 	case coalesce.MaterializeNothing:
@@ -584,13 +605,13 @@ func (c *coalescer) forget(floor int64, through map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for server, rows := range c.rows {
+	for binding, rows := range c.rows {
 		upTo := floor
-		if t, ok := through[server]; ok {
+		if t, ok := through[serverOf(binding)]; ok {
 			upTo = t
 		}
 		maps.DeleteFunc(rows, func(id string, r *coRow) bool {
-			_, _, tracked := c.tab.Occurrence(server, id)
+			_, _, tracked := c.tab.Occurrence(binding, id)
 			if r.Seq > 0 && r.Seq <= upTo && !tracked {
 				n++
 				return true
@@ -603,6 +624,50 @@ func (c *coalescer) forget(floor int64, through map[string]int64) {
 			c.log.Warn("the coalescing state could not be stored after pruning; it is stored with the next change", "error", err.Error())
 		}
 	}
+}
+
+// A binding (RFC-006 §3.1: what a subject and an occurrence belong to) is
+// a configured server as it is configured: its id and a tag of its
+// endpoint (its URL, or its command, arguments and directory). A server
+// reconfigured under its id to another endpoint is another binding: its
+// occurrences can't replace, retract or deduplicate the old one's (vector
+// 42), whose unread ones stay, ordinary. An occurrence's row carries its
+// binding's tag in its EventID ("tag/eventId"), so the inbox keeps the
+// two bindings' same eventIds apart.
+
+// bind records server cfg's binding tag; each connect of it calls it.
+func (c *coalescer) bind(cfg config.Server) {
+	sum := sha256.Sum256([]byte(cfg.URL + "\x00" + strings.Join(cfg.Argv, "\x00") + "\x00" + cfg.Dir))
+	c.mu.Lock()
+	c.tags[cfg.ID] = hex.EncodeToString(sum[:4])
+	c.mu.Unlock()
+}
+
+// binding is server's binding now.
+func (c *coalescer) binding(server string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return server + "#" + c.tags[server]
+}
+
+// qualify is an occurrence's EventID in its binding's rows.
+func qualify(binding, eventID string) string {
+	return binding[strings.LastIndexByte(binding, '#')+1:] + "/" + eventID
+}
+
+// resolve reads an occurrence's EventID back into its binding and its
+// eventId.
+func (c *coalescer) resolve(server, occ string) (binding, eventID string) {
+	tag, id, ok := strings.Cut(occ, "/")
+	if !ok {
+		return server + "#", occ
+	}
+	return server + "#" + tag, id
+}
+
+// serverOf is a binding's server id.
+func serverOf(binding string) string {
+	return binding[:max(strings.LastIndexByte(binding, '#'), 0)]
 }
 
 func earliest(a, b time.Time) time.Time {

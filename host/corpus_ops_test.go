@@ -116,6 +116,27 @@ func (s *scenario) step(st corpusStep) map[string]any {
 		}
 		s.peer.waitReady(t)
 		s.waitConnected()
+	case "reassign":
+		// The operator points the label editor at another endpoint: a
+		// server of its own, and so another binding.
+		next := newCorpusPeer(t, corpusAdvertisement())
+		cfg := s.serverConfig("editor")
+		cfg.URL = next.url()
+		if err := s.h.Restart(context.Background(), "editor", &cfg); err != nil {
+			t.Fatal(err)
+		}
+		s.peer = next
+		s.peer.waitReady(t)
+		s.waitConnected()
+	case "fillCapacity":
+		// corpusSubjects subjects, each with an occurrence no request has
+		// read: none is idle, so the bound holds.
+		for i := range corpusSubjects {
+			params := fmt.Sprintf(`{"featureSet":"doc","eventId":"fill-%d","timestamp":"2026-01-01T00:00:00Z","coalesce":{"key":"fill-%d","initial":true},"payload":{"content":[{"type":"text","text":"FILL_%d"}]}}`, i, i, i)
+			if r := s.peer.call(t, "push/event", json.RawMessage(params)); r["result"] == nil {
+				t.Fatalf("filling subject %d: %v", i, r)
+			}
+		}
 	case "disableFeature":
 		// The operator disables the feature set and restarts the
 		// server's connection: its grant has doc disabled from then on.
@@ -311,13 +332,9 @@ func (s *scenario) inboxContext() []string {
 	}
 	var out []string
 	for _, m := range msgs {
-		id := m.EventID
-		if id == "" && m.Kind == store.KindPushEvent {
-			id = m.MessageID
-		}
 		shown, content := true, []json.RawMessage(nil)
-		if id != "" {
-			shown, content = s.h.CoalescedContext(m.Server, id)
+		if m.EventID != "" {
+			shown, content = s.h.CoalescedContext(m.Server, m.EventID)
 		}
 		if !shown {
 			continue
@@ -558,7 +575,7 @@ func (s *scenario) checkEvent(st corpusStep, eventID string, metadata any) {
 	}
 	n := 0
 	for _, m := range msgs {
-		if m.EventID != eventID {
+		if _, id, _ := strings.Cut(m.EventID, "/"); id != eventID {
 			continue
 		}
 		n++

@@ -99,9 +99,15 @@ var corpusProfile = struct {
 		"retain-64-notices":              true,
 		"finite-wake-postponement-bound": true,
 		"restart-without-history":        true,
+		// Options.CoalesceSubjects: corpusSubjects a server.
+		"hard-subject-limit": true,
 	},
 	wakeBoundMs: float64(corpusMaxDelay/time.Millisecond) + 1500,
 }
+
+// corpusSubjects is the host's subject bound for the corpus (the
+// default, 1024, would only make fillCapacity slower).
+const corpusSubjects = 16
 
 // corpusMaxDelay is the corpus agent's postponement bound.
 const corpusMaxDelay = 400 * time.Millisecond
@@ -143,7 +149,7 @@ func notExercised(v corpusVariant) string {
 	}
 	for k := range v.Setup {
 		switch k {
-		case "gate", "errorPolicy", "wakePolicy", "clock", "agents", "servers", "eventCoalescing":
+		case "gate", "errorPolicy", "wakePolicy", "clock", "agents", "servers", "eventCoalescing", "conversations":
 		default:
 			return "setup " + k + " is not constructed by this adapter"
 		}
@@ -152,7 +158,7 @@ func notExercised(v corpusVariant) string {
 		switch s.Op {
 		case "send", "assemble", "render", "waitRender", "releaseRender", "startTurn", "joinTurn", "turn",
 			"wait", "observe", "restart", "kill", "disconnect", "reconnect", "failNextModel", "continuousReplacements",
-			"disableFeature", "register", "restartWithoutHistory", "channelTool", "grant":
+			"disableFeature", "register", "restartWithoutHistory", "channelTool", "grant", "fillCapacity", "reassign":
 		default:
 			return "control " + s.Op + " is not constructed by this adapter"
 		}
@@ -318,6 +324,13 @@ func (s *scenario) writeConfig() {
 		names = nil
 		json.Unmarshal(raw, &names)
 	}
+	// The corpus's conversations bound to each channel from a template
+	// agent are this host's per-channel conversations: forks of the
+	// first agent, one a channel.
+	conversations := ""
+	if s.v.Setup["conversations"] != nil {
+		conversations = "conversations: per-channel\n"
+	}
 	var others strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(s.others)) {
 		fmt.Fprintf(&others, "  - id: %s\n    url: %s\n", name, s.others[name].url())
@@ -341,7 +354,7 @@ func (s *scenario) writeConfig() {
 %sagents:
 %sinference:
   - {server: editor, agent: agent}
-`, s.peer.url(), s.probe.url(), others.String(), agents.String())
+%s`, s.peer.url(), s.probe.url(), others.String(), agents.String(), conversations)
 	if err := os.WriteFile(filepath.Join(s.dir, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		s.t.Fatal(err)
 	}
@@ -361,7 +374,7 @@ func (s *scenario) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Options{Store: st, Logger: discardLogger(), LookupEnv: func(k string) (string, bool) {
+	h, err := host.New(host.Options{Store: st, Logger: discardLogger(), CoalesceSubjects: corpusSubjects, LookupEnv: func(k string) (string, bool) {
 		return "corpus-key", k == "CORPUS_MODEL_KEY"
 	}})
 	if err != nil {

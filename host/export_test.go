@@ -19,16 +19,17 @@ func ForgetCoalescing(st store.Store) error {
 	return st.SaveState(context.Background(), coStateName, b)
 }
 
-// CoalescedContext says what the host keeps of server's inbox row
-// eventID for a model: shown reports whether it is context at all (not
+// CoalescedContext says what the host keeps of server's inbox row whose
+// EventID is occ for a model: shown reports whether it is context at all (not
 // withdrawn, and not a deferred batch's placeholder still to render), and
 // content is what it shows instead of its own (a render's result), nil
 // for its own. For the coalescing corpus's allContextText.
-func (h *Host) CoalescedContext(server, eventID string) (shown bool, content []json.RawMessage) {
+func (h *Host) CoalescedContext(server, occ string) (shown bool, content []json.RawMessage) {
 	c := h.coalescer
+	binding, eventID := c.resolve(server, occ)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.row(server, eventID)
+	r := c.row(binding, eventID)
 	if r == nil {
 		return true, nil
 	}
@@ -38,6 +39,6 @@ func (h *Host) CoalescedContext(server, eventID string) (shown bool, content []j
 	if r.Materialized {
 		return true, r.Content
 	}
-	_, kind, tracked := c.tab.Occurrence(server, eventID)
+	_, kind, tracked := c.tab.Occurrence(binding, eventID)
 	return !tracked || kind == coalesce.KindOccupant, nil
 }

@@ -104,6 +104,11 @@ type Options struct {
 	// RenderTimeout bounds each push/render of a deferred batch (RFC-006
 	// §5.3); 0 means DefaultRenderTimeout.
 	RenderTimeout time.Duration
+	// CoalesceSubjects bounds the coalesced subjects tracked for each
+	// server (RFC-006 §11); 0 means 1024. Past it an occurrence of a new
+	// subject is delivered as it would be without coalescing, never
+	// refused (docs/coalescing.md).
+	CoalesceSubjects int
 	// Now is the host's clock for what it keeps: the receipt time of
 	// inbound messages and decisions, the inbox's retention (prune.go),
 	// the store's health; nil means time.Now. Tests set it.
@@ -221,7 +226,7 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.inbox = in
-	if h.coalescer, err = newCoalescer(context.Background(), h, st, opts.RenderTimeout); err != nil {
+	if h.coalescer, err = newCoalescer(context.Background(), h, st, opts); err != nil {
 		h.inbox.Close()
 		return nil, err
 	}
@@ -443,6 +448,7 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 
 func (h *Host) sessionConfig(srv *server) session.Config {
 	cfg := srv.cfg
+	h.coalescer.bind(cfg)
 	return session.Config{
 		ID:             cfg.ID,
 		Dial:           func(ctx context.Context) (transport.Stream, error) { return h.dial(ctx, cfg) },

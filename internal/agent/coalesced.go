@@ -77,18 +77,10 @@ func (r *runner) holds(sel *selection, notices []string) (time.Time, bool) {
 	return until, time.Now().Before(until)
 }
 
-// occurrence is the eventId a server may have coalesced m as: its
-// EventID, or a push event's own id; "" for a channel message that is
-// not an occurrence of its own.
-func occurrence(m store.Message) string {
-	if m.EventID != "" {
-		return m.EventID
-	}
-	if m.Kind == store.KindPushEvent {
-		return m.MessageID
-	}
-	return ""
-}
+// occurrence is what the host knows m by as a coalesced occurrence: its
+// EventID, which only coalesced messages and events have ("" for every
+// other message).
+func occurrence(m store.Message) string { return m.EventID }
 
 // coItem is what an item that shows a coalesced event keeps to be shown
 // anew at assembly.
