@@ -262,7 +262,9 @@ func (c *coalescer) decide(ctx context.Context, m store.Message, adm coalesce.Ad
 		return protocol.CoalesceResult{}, &protocol.Error{Code: protocol.CodeInternalError, Message: "this host could not decide the coalesced event, so it was not accepted"}
 	}
 	res := plan.Result()
+	server := serverOf(adm.Binding)
 	if res.Duplicate {
+		c.h.metrics.Coalesced(server, "retry")
 		return res.Reply, nil
 	}
 	key := identKey(res.Subject)
@@ -300,8 +302,10 @@ func (c *coalescer) decide(ctx context.Context, m store.Message, adm coalesce.Ad
 			c.setRow(adm.Binding, rm.EventID, r)
 		}
 		r.Withdrawn = true
-		c.log.Debug("a coalesced event leaves delivery unread", "server", adm.Binding, "event_id", rm.EventID, "why", rm.Reason.String(), "by", adm.EventID)
+		c.h.metrics.Removed(server, rm.Reason.String())
+		c.log.Debug("a coalesced event leaves delivery unread", "server", server, "event_id", rm.EventID, "why", rm.Reason.String(), "by", adm.EventID)
 	}
+	c.h.metrics.Coalesced(server, res.Reply.Outcome)
 	if res.Deliver != coalesce.DeliverNone && m.Seq > 0 {
 		c.setRow(adm.Binding, adm.EventID, &coRow{Seq: m.Seq, At: m.At, Since: since})
 	}
@@ -516,6 +520,7 @@ func (c *coalescer) render(ctx context.Context, sess *session.Session, server, b
 		out = coalesce.RenderLapsed
 	}
 	d := c.tab.Finish(ren.ID, out)
+	c.h.metrics.Render(server, renderResult(d))
 	if d.Discarded {
 		c.log.Info("a render's result came after its batch was withdrawn or shown otherwise, and is discarded", "server", server, "event_id", ren.Params.EventID, "why", d.Cause.String())
 	} else {
@@ -526,6 +531,21 @@ func (c *coalescer) render(ctx context.Context, sess *session.Session, server, b
 		close(w)
 		delete(c.waits, binding+"\x00"+id)
 	}
+}
+
+// renderResult names what a render's decision showed, for the metrics.
+func renderResult(d coalesce.Decision) string {
+	switch {
+	case d.Discarded:
+		return "discarded"
+	case d.Materialize == coalesce.MaterializeResult:
+		return "rendered"
+	case d.Materialize == coalesce.MaterializeFallback:
+		return "fallback"
+	case d.Cause == coalesce.CauseLapsed:
+		return "lapsed"
+	}
+	return "empty"
 }
 
 // decided applies a batch's decision to its placeholder row; the caller

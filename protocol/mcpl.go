@@ -161,6 +161,10 @@ type IncomingMessage struct {
 	Content   []json.RawMessage `json:"content"`
 	Metadata  json.RawMessage   `json:"metadata,omitempty"`
 	Tags      []string          `json:"tags,omitempty"`
+	// EventID and Coalesce make the message a coalesced occurrence
+	// (RFC-006 §3.1, §13); EventID is required with Coalesce.
+	EventID  string    `json:"eventId,omitempty"`
+	Coalesce *Coalesce `json:"coalesce,omitempty"`
 }
 
 // ChannelsIncomingParams is channels/incoming.

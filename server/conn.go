@@ -181,6 +181,8 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return c.channelAcknowledge(ctx, req)
 	case protocol.MethodChannelsOutgoingChunk, protocol.MethodChannelsOutgoingComplete:
 		return c.channelOutgoing(ctx, req)
+	case protocol.MethodPushRender:
+		return c.pushRender(ctx, req)
 	}
 	return nil, wire.ErrMethodNotFound
 }

@@ -179,6 +179,13 @@ type Message struct {
 	Metadata any
 	// Tags are namespaced labels (SPEC §16), such as "chat:mention".
 	Tags []string
+	// Coalesce, if not nil, makes the message an occurrence of a subject
+	// (RFC-006; see HandlePushRender's file): EventID is then required,
+	// and MessageID stays the platform message an edit shares with its
+	// create. Deferred and ChannelID are for events only.
+	Coalesce *protocol.Coalesce
+	// EventID identifies the occurrence; sent when set.
+	EventID string
 }
 
 // Author is who wrote a message. Zero fields are left out.
@@ -233,6 +240,13 @@ func (m Message) wire() (protocol.IncomingMessage, error) {
 	if m.Author != (Author{}) {
 		im.Author, _ = json.Marshal(m.Author)
 	}
+	if m.Coalesce != nil {
+		if m.EventID == "" {
+			return im, errors.New("a coalesced message needs its EventID (RFC-006 §3.1)")
+		}
+		im.Coalesce = m.Coalesce
+	}
+	im.EventID = m.EventID
 	if m.Metadata != nil {
 		b, err := json.Marshal(m.Metadata)
 		if err != nil {
@@ -261,6 +275,10 @@ type Event struct {
 	Content []json.RawMessage
 	// Tags are namespaced labels (SPEC §16).
 	Tags []string
+	// Coalesce, if not nil, makes the event an occurrence of a subject the
+	// host may replace while no model has read it (RFC-006): its key, and
+	// whether it is deferred, a retraction or the subject's first.
+	Coalesce *protocol.Coalesce
 }
 
 // PushResult is the host's answer to a push event, with the event's id.
@@ -300,6 +318,13 @@ func (c *Conn) PushEvent(ctx context.Context, ev Event) (PushResult, error) {
 		Tags:       ev.Tags,
 	}
 	p.Payload.Content = orEmptyBlocks(ev.Content)
+	if ev.Coalesce != nil {
+		b, err := json.Marshal(ev.Coalesce)
+		if err != nil {
+			return res, fmt.Errorf("server: %s not sent: coalesce: %w", method, err)
+		}
+		p.Coalesce = b
+	}
 	if ev.Origin != nil {
 		b, err := json.Marshal(ev.Origin)
 		if err != nil {

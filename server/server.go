@@ -113,6 +113,7 @@ type Server struct {
 	typing      func(context.Context, TypingRequest)
 	acknowledge func(context.Context, AcknowledgeRequest) (AcknowledgeResult, error)
 	outgoing    func(context.Context, OutgoingEvent)
+	render      func(context.Context, RenderRequest) (RenderResult, error)
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc

@@ -44,6 +44,8 @@ type Metrics struct {
 	turns    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
 	treated  *prometheus.CounterVec
+	// RFC-006 (host/coalesce.go).
+	coalesced, removed, renders *prometheus.CounterVec
 }
 
 // Request directions.
@@ -77,8 +79,20 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "mcpl_agent_messages_total",
 			Help: "Messages and events an agent read, by agent, server and treatment (wake: woke it; batch: joined a turn without waking it; ignore: consumed unseen).",
 		}, []string{"agent", "server", "treatment"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_coalesced_total",
+			Help: "Coalesced events and messages admitted (RFC-006), by server and outcome (first, replaced, appended, retracted, noted, consumed; retry: a retry answered as before).",
+		}, []string{"server", "outcome"}),
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_coalesce_removed_total",
+			Help: "Coalesced occurrences taken out of delivery before any model read them, by server and why (displaced, folded, withdrawn, cancelled).",
+		}, []string{"server", "reason"}),
+		renders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_renders_total",
+			Help: "push/render completions, by server and what they showed (rendered, empty, fallback, lapsed, discarded).",
+		}, []string{"server", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.treated, liveCollector(snapshot)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.treated, m.coalesced, m.removed, m.renders, liveCollector(snapshot)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -110,6 +124,30 @@ func (m *Metrics) Treated(agent, server, treatment string, n int) {
 		return
 	}
 	m.treated.WithLabelValues(agent, server, treatment).Add(float64(n))
+}
+
+// Coalesced counts a coalesced occurrence admitted with outcome.
+func (m *Metrics) Coalesced(server, outcome string) {
+	if m == nil {
+		return
+	}
+	m.coalesced.WithLabelValues(server, outcome).Inc()
+}
+
+// Removed counts a coalesced occurrence taken out unread, for reason.
+func (m *Metrics) Removed(server, reason string) {
+	if m == nil {
+		return
+	}
+	m.removed.WithLabelValues(server, reason).Inc()
+}
+
+// Render counts a push/render completion by what it showed.
+func (m *Metrics) Render(server, result string) {
+	if m == nil {
+		return
+	}
+	m.renders.WithLabelValues(server, result).Inc()
 }
 
 // Tokens counts a model call's tokens.
