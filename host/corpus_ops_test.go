@@ -209,7 +209,9 @@ func (s *scenario) waitRequest(n int) {
 // debounce with no turn running and every model request answered.
 func (s *scenario) settle() {
 	s.t.Helper()
-	quiet := s.debounce + 150*time.Millisecond
+	// Twice the debounce and 400 ms more: a debounce timer a loaded
+	// machine fires late still starts its turn inside the quiet.
+	quiet := 2*s.debounce + 400*time.Millisecond
 	deadline := time.Now().Add(corpusWait)
 	var since time.Time
 	for time.Now().Before(deadline) {

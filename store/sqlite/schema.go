@@ -91,7 +91,7 @@ import (
 //
 // Version 9:
 //
-//   - inbox.event_id is store.Message.EventID, '' for the messages
+//   - inbox.event_id is store.Message.EventID, empty for the messages
 //     version 8 kept, and the dedupe key is (server, channel, message_id,
 //     event_id): a coalesced message's edit shares its create's
 //     message_id (RFC-006 §3.1). SQLite can't change a UNIQUE constraint,

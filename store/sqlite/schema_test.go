@@ -164,9 +164,9 @@ func TestMigrateFromVersion8(t *testing.T) {
 		t.Fatalf("messages after the migration = %+v", got)
 	}
 	msgs := []store.Message{
-		{Server: "s", Channel: "c", MessageID: "M"},                 // the same: not added
+		{Server: "s", Channel: "c", MessageID: "M"},                  // the same: not added
 		{Server: "s", Channel: "c", MessageID: "M", EventID: "edit"}, // an occurrence of its own
-		{Server: "s", Channel: "c", MessageID: "gone"},              // pruned: not added
+		{Server: "s", Channel: "c", MessageID: "gone"},               // pruned: not added
 	}
 	added, err := d.AddMessages(t.Context(), msgs)
 	if err != nil || added[0] || !added[1] || added[2] {
