@@ -92,6 +92,8 @@ type coRow struct {
 	// Withdrawn: removed unread (replaced, retracted, folded, cancelled,
 	// or a batch that materialized nothing): never shown.
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// By is the Seq of the row that replaced it, when one did.
+	By int64 `json:"by,omitempty"`
 	// Materialized: a batch's placeholder decided; Content is the render's
 	// result, nil for its fallback (the row's own content).
 	Materialized bool              `json:"materialized,omitempty"`
@@ -299,7 +301,7 @@ func (c *coalescer) decide(ctx context.Context, m store.Message, adm coalesce.Ad
 			r = &coRow{}
 			c.setRow(adm.Binding, rm.EventID, r)
 		}
-		r.Withdrawn = true
+		r.Withdrawn, r.By = true, m.Seq
 		c.h.metrics.Removed(server, rm.Reason.String())
 		c.log.Debug("a coalesced event leaves delivery unread", "server", server, "event_id", rm.EventID, "why", rm.Reason.String(), "by", adm.EventID)
 	}

@@ -32,7 +32,7 @@ func (c *coalescer) Coalesced(server, occ string) agent.Coalesced {
 		return agent.Coalesced{}
 	}
 	if r.Withdrawn {
-		return agent.Coalesced{Withdrawn: true}
+		return agent.Coalesced{Withdrawn: true, By: r.By}
 	}
 	_, _, tracked := c.tab.Occurrence(binding, id)
 	return agent.Coalesced{Tracked: tracked || r.Materialized, Since: r.Since}

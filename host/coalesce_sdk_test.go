@@ -27,61 +27,16 @@ import (
 // and the model reads the edit and the render, not the create or the
 // fallback.
 func TestCoalescingThroughSDK(t *testing.T) {
-	conns := make(chan *mcplserver.Conn, 1)
-	srv := mcplserver.New("editor", "1.0.0", &mcplserver.Options{
-		Capabilities: []string{"pushEvents"},
-		FeatureSets:  []mcplserver.FeatureSet{{Name: "doc", Description: "documents", Uses: []string{"pushEvents"}}},
-		OnConnect: func(ctx context.Context, c *mcplserver.Conn) {
-			select {
-			case <-c.Ready():
-				conns <- c
-			case <-ctx.Done():
-			}
-		},
-	})
 	renders := make(chan mcplserver.RenderRequest, 4)
-	srv.HandlePushRender(func(ctx context.Context, req mcplserver.RenderRequest) (mcplserver.RenderResult, error) {
-		renders <- req
-		return mcplserver.RenderResult{Content: mcplserver.TextContent(fmt.Sprintf("RENDERED from %d notices", len(req.Notices)))}, nil
-	})
-	ws := httptest.NewServer(srv)
-	t.Cleanup(func() { srv.Close(); ws.Close() })
-	api := fakeapi.NewAnthropic(t)
-
-	dir := t.TempDir()
-	cfgText := fmt.Sprintf(`servers:
-  - id: editor
-    url: ws%s
-agents:
-  - name: ada
-    model: {provider: anthropic, model: m, apiKeyEnv: KEY, baseURL: %q}
-    wake:
-      debounce: 0s
+	reg := prometheus.NewRegistry()
+	c, api := sdkHost(t, reg, `      debounce: 0s
       rules:
         - {tagsAny: ["go"], treat: wake}
         - {tagsNone: ["go"], treat: batch}
-`, strings.TrimPrefix(ws.URL, "http"), api.URL)
-	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(filepath.Join(dir, "c.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(filepath.Join(dir, "host.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	h, err := host.New(host.Options{Store: st, Logger: discardLogger(), Metrics: reg, LookupEnv: func(k string) (string, bool) { return "k", k == "KEY" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(); st.Close() })
-	if err := h.Start(cfg); err != nil {
-		t.Fatal(err)
-	}
-	c := <-conns
+`, func(ctx context.Context, req mcplserver.RenderRequest) (mcplserver.RenderResult, error) {
+		renders <- req
+		return mcplserver.RenderResult{Content: mcplserver.TextContent(fmt.Sprintf("RENDERED from %d notices", len(req.Notices)))}, nil
+	})
 	if ec, ok := c.Coalescing(); !ok || ec != protocol.AllEventCoalescing() {
 		t.Fatalf("the host advertised %+v (%v), want every part", ec, ok)
 	}
@@ -154,6 +109,62 @@ agents:
 			t.Errorf("%s{server=editor,%s=%s} = %v, want %v", m.name, m.label, m.value, got, m.want)
 		}
 	}
+}
+
+// sdkHost starts the real host from a config file, with a SQLite store
+// and metrics in reg, on an SDK server "editor" over WebSocket that has
+// the feature set doc and answers push/render with render; its one agent,
+// ada, speaks Anthropic's API to the server returned and wakes by wake
+// (the YAML under its "wake:"). It returns the server's connection once
+// it is ready.
+func sdkHost(t *testing.T, reg *prometheus.Registry, wake string, render func(context.Context, mcplserver.RenderRequest) (mcplserver.RenderResult, error)) (*mcplserver.Conn, *fakeapi.Server) {
+	t.Helper()
+	conns := make(chan *mcplserver.Conn, 1)
+	srv := mcplserver.New("editor", "1.0.0", &mcplserver.Options{
+		Capabilities: []string{"pushEvents"},
+		FeatureSets:  []mcplserver.FeatureSet{{Name: "doc", Description: "documents", Uses: []string{"pushEvents"}}},
+		OnConnect: func(ctx context.Context, c *mcplserver.Conn) {
+			select {
+			case <-c.Ready():
+				conns <- c
+			case <-ctx.Done():
+			}
+		},
+	})
+	srv.HandlePushRender(render)
+	ws := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Close(); ws.Close() })
+	api := fakeapi.NewAnthropic(t)
+
+	dir := t.TempDir()
+	cfgText := fmt.Sprintf(`servers:
+  - id: editor
+    url: ws%s
+agents:
+  - name: ada
+    model: {provider: anthropic, model: m, apiKeyEnv: KEY, baseURL: %q}
+    wake:
+%s`, strings.TrimPrefix(ws.URL, "http"), api.URL, wake)
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(filepath.Join(dir, "host.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Options{Store: st, Logger: discardLogger(), Metrics: reg, LookupEnv: func(k string) (string, bool) { return "k", k == "KEY" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(); st.Close() })
+	if err := h.Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return <-conns, api
 }
 
 // counterValue is the value of the counter name with server="editor" and

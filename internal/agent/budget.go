@@ -214,16 +214,21 @@ type selection struct {
 	// retry is when the runner reads again for a message that waits (its
 	// channel isn't registered yet); zero for none.
 	retry time.Time
-	// firstWake and lastWake are when the oldest and the newest message
-	// read that wakes the runner came, shown or left out (wake.go's due).
-	firstWake, lastWake time.Time
+	// quiets are the debounces the messages read that wake the runner
+	// run, shown or left out (wake.go's due), by stream.
+	quiets map[string]*quiet
+	// by is the newest replacement (its Seq) of an occurrence the read
+	// took out unread; unsettled, that the read did not read it (it came
+	// after the read's page, or is not routed yet): runner.settling.
+	by        int64
+	unsettled bool
 	// base is where an agent's base moves to once this is recorded:
 	// everything at or below it is consumed (0: it doesn't move).
 	base int64
 }
 
 func newSelection(r *runner) *selection {
-	return &selection{r: r, left: map[origin]int{}, consumed: map[string]int64{}}
+	return &selection{r: r, left: map[origin]int{}, consumed: map[string]int64{}, quiets: map[string]*quiet{}}
 }
 
 func (s *selection) empty() bool {
@@ -239,6 +244,7 @@ func (s *selection) read(m store.Message, v verdict) {
 	var co Coalesced
 	if id := occurrence(m); id != "" {
 		if co = s.r.rt.opts.Env.Coalesced(m.Server, id); co.Withdrawn {
+			s.by = max(s.by, co.By)
 			return // taken out unread (coalesced.go)
 		}
 	}
@@ -257,8 +263,9 @@ func (s *selection) read(m store.Message, v verdict) {
 	}
 	if s.r.wakes(it) {
 		s.count(m.Server, treat.Wake)
-		s.woke(co.Since)
-		s.woke(m.At)
+		st := stream(m, co)
+		s.woke(st, co.Since)
+		s.woke(st, m.At)
 	} else {
 		s.count(m.Server, treat.Batch)
 	}

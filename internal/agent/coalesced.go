@@ -41,6 +41,9 @@ type Coalesced struct {
 	// Since is when the first occurrence it displaced came, directly or
 	// through others; zero for none.
 	Since time.Time
+	// By is the inbox Seq of the occurrence that replaced it, when one
+	// did (Withdrawn); 0 for none.
+	By int64
 }
 
 // Assembled is what a coalesced event shows in the request being

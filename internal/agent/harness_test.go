@@ -45,6 +45,9 @@ type fakeEnv struct {
 	bots map[[2]string]BotRule
 	// accepted are servers' accepted suggested rules.
 	accepted map[string][]treat.Rule
+	// coalesced is what the host says of a coalesced event, by server
+	// and event id (none: every event is ordinary).
+	coalesced map[[2]string]Coalesced
 
 	entered  []string // tool names, as calls began
 	returned []string // tool names, as calls returned
@@ -147,8 +150,21 @@ func (e *fakeEnv) Channel(server, id string) (channels.ListedChannel, bool) {
 	return ch, ok
 }
 
-// The fake serves no coalescing: every event is ordinary.
-func (e *fakeEnv) Coalesced(server, eventID string) Coalesced { return Coalesced{} }
+func (e *fakeEnv) Coalesced(server, eventID string) Coalesced {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.coalesced[[2]string{server, eventID}]
+}
+
+// coalesce sets what the host says of server's event eventID.
+func (e *fakeEnv) coalesce(server, eventID string, co Coalesced) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.coalesced == nil {
+		e.coalesced = map[[2]string]Coalesced{}
+	}
+	e.coalesced[[2]string{server, eventID}] = co
+}
 
 func (e *fakeEnv) Assemble(ctx context.Context, server string, ids []string) []Assembled {
 	return make([]Assembled, len(ids))

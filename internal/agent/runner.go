@@ -53,6 +53,9 @@ type runner struct {
 	// turnStart and turnEnd are when its last turn ran (wake.go's held
 	// count); waitsUntil is when a debounce that is running ends.
 	turnStart, turnEnd, waitsUntil time.Time
+	// unsettledSince is when the reads began to miss a replacement, in a
+	// row (settling); zero while they don't.
+	unsettledSince time.Time
 }
 
 func (rt *Runtime) newRunner(ctx context.Context, s Spec, name string, home forkKey, base int64, cursors map[string]int64) (*runner, error) {
@@ -209,6 +212,9 @@ func (r *runner) loop(ctx context.Context) {
 				}
 				break
 			}
+			if r.settling(sel) {
+				break
+			}
 			if due := r.due(sel); !due.IsZero() {
 				// Debounce: the turn waits for quiet, or its bound.
 				r.waitsUntil = earliest(due, sel.retry)
@@ -232,6 +238,33 @@ func (r *runner) loop(ctx context.Context) {
 		}
 		r.setBusy(false)
 	}
+}
+
+// settleFor bounds how long a runner puts off what it read for reads
+// that missed a replacement (selection.unsettled).
+const settleFor = 250 * time.Millisecond
+
+// settling reports whether the runner puts off what it read in sel, a
+// read that took out a replaced occurrence but missed its replacement:
+// the host withdraws the one before the router routes the other, and a
+// read in between would start a turn without the subject, or plan its
+// debounce without the subject's quiet. It reads again when the router,
+// having routed the replacement, pokes it; for settleFor at most, so
+// that a subject replaced faster than a read can't put a turn off.
+func (r *runner) settling(sel *selection) bool {
+	if !sel.unsettled {
+		r.unsettledSince = time.Time{}
+		return false
+	}
+	if r.unsettledSince.IsZero() {
+		r.unsettledSince = time.Now()
+	}
+	until := r.unsettledSince.Add(settleFor)
+	if !time.Now().Before(until) {
+		return false
+	}
+	r.wakeAt(until)
+	return true
 }
 
 // wakeAt pokes the runner at t.
@@ -294,6 +327,7 @@ func (r *runner) pull() (*selection, error) {
 	if !r.fork {
 		sel.base = min(scanned, stop-1)
 	}
+	sel.unsettled = sel.by > scanned || sel.by >= stop
 	r.mu.Lock()
 	r.held = len(held) > 0
 	r.mu.Unlock()

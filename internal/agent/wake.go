@@ -24,7 +24,15 @@ import (
 // leaves out of the turn included),
 // whichever is first; so a burst costs one turn, and a steady stream
 // can't put a waking message off for more than MaxDelay (RFC-006 §4.2's
-// no-starvation rule holds for debounce too). Messages that come while a
+// no-starvation rule holds for debounce too). A coalesced subject that was
+// replaced (RFC-006) keeps a quiet of its own, from the first occurrence
+// its run displaced to its latest: a replacement corrects an occurrence
+// still pending and is not another one (§4.2), so a subject replaced
+// faster than Debounce neither puts off the turn another message waits
+// for nor is put off by them past its own bound; a turn starts when the
+// first of the quiets is due, and reads everything (§4.2's last rule:
+// coalescing neither shortens nor extends an unrelated debounce). Every
+// other waking message shares the agent's one quiet. Messages that come while a
 // turn runs wait for it: when it ends, one turn reads them all (once its
 // own debounce has passed). The times are the host's receipt times of the
 // messages (store.Message.At), so a restart doesn't delay what already
@@ -75,17 +83,22 @@ func (r *runner) treatment(m store.Message) treat.Decision {
 }
 
 // due is when a turn over sel may start: the zero time when it may start
-// now, or nothing in it wakes r. The bound runs from the oldest waking
-// message read, whether the turn would show it or leave it out, so that
-// a flood, whose oldest messages the budget leaves out, can't move it.
+// now, or nothing in it wakes r. Each quiet's bound runs from the oldest
+// waking message it read, whether the turn would show it or leave it out,
+// so that a flood, whose oldest messages the budget leaves out, can't
+// move it.
 func (r *runner) due(sel *selection) time.Time {
 	w := r.spec.Wake
-	if w.Debounce <= 0 || sel.firstWake.IsZero() {
+	if w.Debounce <= 0 || len(sel.quiets) == 0 {
 		return time.Time{}
 	}
-	due := sel.lastWake.Add(w.Debounce)
-	if bound := sel.firstWake.Add(w.maxDelay()); bound.Before(due) {
-		due = bound
+	var due time.Time
+	for _, q := range sel.quiets {
+		d := q.last.Add(w.Debounce)
+		if bound := q.first.Add(w.maxDelay()); bound.Before(d) {
+			d = bound
+		}
+		due = earliest(due, d)
 	}
 	if !due.After(time.Now()) {
 		return time.Time{}
@@ -93,17 +106,36 @@ func (r *runner) due(sel *selection) time.Time {
 	return due
 }
 
-// woke notes when a message read that wakes the runner came (zero when
-// unknown: it doesn't hold the turn back).
-func (s *selection) woke(at time.Time) {
+// A quiet is one debounce: when the oldest and the newest waking message
+// in it came.
+type quiet struct{ first, last time.Time }
+
+// stream names the quiet m joins: a replaced coalesced subject's own (its
+// current occurrence's, which no other message read has), else the
+// agent's one, "".
+func stream(m store.Message, co Coalesced) string {
+	if co.Since.IsZero() {
+		return ""
+	}
+	return m.Server + "\x00" + occurrence(m)
+}
+
+// woke notes when a message read that wakes the runner came, in the quiet
+// named (zero when unknown: it doesn't hold the turn back).
+func (s *selection) woke(stream string, at time.Time) {
 	if at.IsZero() {
 		return
 	}
-	if s.firstWake.IsZero() || at.Before(s.firstWake) {
-		s.firstWake = at
+	q := s.quiets[stream]
+	if q == nil {
+		s.quiets[stream] = &quiet{first: at, last: at}
+		return
 	}
-	if at.After(s.lastWake) {
-		s.lastWake = at
+	if at.Before(q.first) {
+		q.first = at
+	}
+	if at.After(q.last) {
+		q.last = at
 	}
 }
 

@@ -351,3 +351,143 @@ func TestWakeAccepted(t *testing.T) {
 		}
 	})
 }
+
+// replaceEvery stands for a server replacing one coalesced subject every
+// gap, n times from now on: each replacement withdraws the one before and
+// carries the run's first time as its Since, as the host says of them,
+// and in the host's order: the replacement is in the inbox, then the
+// one before is withdrawn, then the agents are woken.
+// Before replacement i, it calls also(i). It returns once the last is in.
+func replaceEvery(h *harness, gap time.Duration, n int, also func(i int)) {
+	var since time.Time
+	for i := range n {
+		also(i)
+		id := fmt.Sprint("s", i)
+		m := now(pushMsg("doc", id, fmt.Sprint("the subject, version ", i)))
+		m.EventID = id
+		if i == 0 {
+			since = m.At
+			h.env.coalesce("doc", id, Coalesced{Tracked: true})
+		} else {
+			h.env.coalesce("doc", id, Coalesced{Tracked: true, Since: since})
+		}
+		by := addMessages(h.t, h.st, m)[0].Seq
+		if i > 0 {
+			h.env.coalesce("doc", fmt.Sprint("s", i-1), Coalesced{Withdrawn: true, By: by})
+		}
+		h.rt.Wake()
+		synctest.Wait()
+		time.Sleep(gap)
+	}
+}
+
+// TestWakeSubjectQuiet: a coalesced subject replaced faster than the
+// debounce keeps a quiet of its own (RFC-006 §4.2's last rule): an
+// ordinary waking message that comes while the subject is being replaced
+// starts its turn one debounce after it came, as it would alone, and
+// not at the subject's bound. And the subject's bound, due while an
+// ordinary message waits, starts a turn that reads it too.
+func TestWakeSubjectQuiet(t *testing.T) {
+	const debounce = 1500 * time.Millisecond
+	const gap = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		maxDelay time.Duration
+		// want is when the first turn starts, from the question.
+		want time.Duration
+	}{
+		// 8 s of replacements; the question 2 s in.
+		{"not put off", 20 * time.Second, debounce},
+		// The subject's bound, 3 s in, is due before the question's quiet.
+		{"bound first", 3 * time.Second, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := echoModel()
+			w := WakeRules{Debounce: debounce, MaxDelay: tc.maxDelay}
+			bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: w}}}, func(h *harness) {
+				t := h.t
+				h.env.channel("chat", "general", "open")
+				var asked time.Time
+				replaceEvery(h, gap, 40, func(i int) {
+					if i == 10 {
+						asked = time.Now()
+						h.add(now(chanMsg("chat", "general", "q", "ada, a question", "chat:addressed")))
+					}
+				})
+				synctest.Wait()
+				starts := h.rec.of("ada", EventTurnStart)
+				if len(starts) == 0 {
+					t.Fatal("no turn in 8 s")
+				}
+				if got := starts[0].At.Sub(asked); got != tc.want {
+					t.Errorf("the first turn started %v after the question, want %v", got, tc.want)
+				}
+				if texts := userTexts(m.requests()[0].Messages); !containsText(texts, "ada, a question") {
+					t.Errorf("the first turn was not shown the question: %q", texts)
+				}
+			})
+		})
+	}
+}
+
+// TestWakeSettles: the host withdraws a replaced occurrence before the
+// router routes its replacement. A turn due in that gap waits for the
+// replacement, so it reads the subject's current version rather than
+// neither; and waits settleFor at most, so a replacement that is never
+// routed can't hold the turn.
+func TestWakeSettles(t *testing.T) {
+	const debounce = 1500 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		// route is when the replacement is routed, after the turn is due;
+		// want is when the turn starts, after it is due.
+		route, want time.Duration
+		// shown: the turn reads the replacement.
+		shown bool
+	}{
+		{"routed in time", 100 * time.Millisecond, 100 * time.Millisecond, true},
+		{"never in time", time.Second, settleFor, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := echoModel()
+			bubble(t, Options{Agents: []Spec{{Name: "ada", Model: m, Wake: WakeRules{Debounce: debounce}}}}, func(h *harness) {
+				t := h.t
+				h.env.channel("chat", "general", "open")
+				h.add(now(chanMsg("chat", "general", "q", "ada, a question", "chat:addressed")))
+				due := time.Now().Add(debounce)
+				v0 := now(pushMsg("doc", "v0", "VERSION_ZERO"))
+				v0.EventID = "v0"
+				h.env.coalesce("doc", "v0", Coalesced{Tracked: true})
+				v0.Tags = []string{"chat:ambient"} // batched: it wakes nothing
+				h.add(v0)
+				time.Sleep(debounce - 100*time.Millisecond)
+				// The replacement is in the inbox, the one before is
+				// withdrawn, and the router is not poked yet.
+				v1 := now(pushMsg("doc", "v1", "VERSION_ONE"))
+				v1.EventID, v1.Tags = "v1", v0.Tags
+				h.env.coalesce("doc", "v1", Coalesced{Tracked: true, Since: v0.At})
+				by := addMessages(t, h.st, v1)[0].Seq
+				h.env.coalesce("doc", "v0", Coalesced{Withdrawn: true, By: by})
+				time.Sleep(time.Until(due.Add(tc.route)))
+				h.rt.Wake()
+				synctest.Wait()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				starts := h.rec.of("ada", EventTurnStart)
+				if len(starts) == 0 {
+					t.Fatal("no turn")
+				}
+				if got := starts[0].At.Sub(due); got != tc.want {
+					t.Errorf("the turn started %v after it was due, want %v", got, tc.want)
+				}
+				texts := userTexts(m.requests()[0].Messages)
+				if got := containsText(texts, "VERSION_ONE"); got != tc.shown {
+					t.Errorf("the turn read the replacement: %v, want %v (%q)", got, tc.shown, texts)
+				}
+				if containsText(texts, "VERSION_ZERO") {
+					t.Errorf("the turn read the version replaced: %q", texts)
+				}
+			})
+		})
+	}
+}
