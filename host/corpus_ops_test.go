@@ -283,6 +283,15 @@ func (s *scenario) observe(o map[string]any) {
 	for _, r := range reqs {
 		all = append(all, requestText(r))
 	}
+	byModel := map[string]any{}
+	for i, r := range reqs {
+		var req struct {
+			Model string `json:"model"`
+		}
+		json.Unmarshal(r, &req)
+		byModel[req.Model] = all[i]
+	}
+	o["byModel"] = byModel
 	o["modelCalls"] = float64(len(reqs))
 	o["modelFailures"] = float64(s.failures())
 	if len(all) > 0 {
@@ -458,6 +467,11 @@ func (s *scenario) check(st corpusStep, o map[string]any) {
 			continue
 		}
 		path, _ := c["path"].(string)
+		if m, ok := c["model"].(string); ok && path == "" {
+			// A model's own requests: the last one's text.
+			path = "byModel." + m
+			delete(c, "model")
+		}
 		if path == "" {
 			t.Errorf("step %s: a check with no path this adapter reads: %s", st.ID, raw)
 			continue

@@ -63,6 +63,9 @@ type corpusVariant struct {
 	Setup    map[string]json.RawMessage `json:"setup"`
 	Requires []string                   `json:"requires"`
 	Steps    []corpusStep               `json:"steps"`
+	// rules are treatment rules (YAML flow lines) an agent has before the
+	// adapter's, by agent: set only by a test that builds a variant here.
+	rules map[string][]string
 }
 
 type corpusStep struct {
@@ -337,13 +340,17 @@ func (s *scenario) writeConfig() {
 	}
 	var agents strings.Builder
 	for _, name := range names {
+		var own strings.Builder
+		for _, r := range s.v.rules[name] {
+			fmt.Fprintf(&own, "        - %s\n", r)
+		}
 		fmt.Fprintf(&agents, `  - name: %s
     model: {provider: anthropic, model: fixture-%s, apiKeyEnv: CORPUS_MODEL_KEY, baseURL: %q}
     wake:
       debounce: %s
       maxDelay: %s
       rules:
-%s`, name, name, s.api.URL, debounce, corpusMaxDelay, rules.String())
+%s%s`, name, name, s.api.URL, debounce, corpusMaxDelay, own.String(), rules.String())
 	}
 	cfg := fmt.Sprintf(`servers:
   - id: editor
