@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -87,6 +88,10 @@ type Request struct {
 	Messages  []Message
 	Tools     []Tool
 	MaxTokens int
+	// Temperature and TopP, when set, are sent as the provider's
+	// sampling parameters of the same names; nil leaves the provider's
+	// default.
+	Temperature, TopP *float64
 	// OnText, if set, is given each piece of text as it is generated
 	// (streaming); the Response still holds all of it.
 	OnText func(delta string)
@@ -111,6 +116,11 @@ const (
 // Usage is the tokens a call used, as the provider reported them.
 type Usage struct {
 	InputTokens, OutputTokens int
+	// CacheReadTokens and CacheWriteTokens are the input tokens read from
+	// and written to the provider's prompt cache, where it reports them
+	// (Anthropic's cache_read_input_tokens and
+	// cache_creation_input_tokens, OpenAI's cached_tokens as reads).
+	CacheReadTokens, CacheWriteTokens int
 }
 
 // Response is a model call's answer.
@@ -173,11 +183,25 @@ type Error struct {
 	// Retryable: a later call may succeed (a rate limit, an overloaded
 	// or unreachable provider).
 	Retryable bool
-	Err       error
+	// RetryAfter is how long the provider asked the caller to wait
+	// before trying again (a Retry-After header, in seconds or as a
+	// date); 0 when it said nothing.
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *Error) Error() string { return e.Text }
 func (e *Error) Unwrap() error { return e.Err }
+
+// A SchemaFitter is a Model that knows what its provider accepts as a
+// tool's input schema. FitSchema returns schema as the provider takes it:
+// unchanged, or repaired where the repair loses nothing (a missing items
+// becomes {}); or an error, naming the rule broken, when the provider
+// would reject it and no lossless repair exists: the tool can't be
+// offered to this model.
+type SchemaFitter interface {
+	FitSchema(schema json.RawMessage) (json.RawMessage, error)
+}
 
 // ErrNoKey is wrapped by a provider's error when its API key is unset.
 var ErrNoKey = errors.New("model: no API key")
