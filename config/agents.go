@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Agent defaults.
 const (
@@ -70,6 +73,17 @@ type ModelConfig struct {
 	// ContextWindow is the model's context window in tokens, as model/info
 	// reports it; 0 when unknown.
 	ContextWindow int
+
+	// Temperature and TopP are sent with every call when set
+	// (modelcalls.go).
+	Temperature, TopP *float64
+	// StreamIdleTimeout and RequestTimeout bound one attempt: no byte
+	// from the provider for StreamIdleTimeout, or the whole call past
+	// RequestTimeout, ends it; 0 is the default.
+	StreamIdleTimeout, RequestTimeout time.Duration
+	// Retry is how a call that failed and may succeed later is tried
+	// again.
+	Retry Retry
 }
 
 // AllowedTools says which tools an agent may use, by the names the agent

@@ -12,7 +12,8 @@ import (
 // The keys of the agent mappings.
 var (
 	agentKeys = []string{"name", "model", "system", "allowedTools", "maxTokens", "wake"}
-	modelKeys = []string{"provider", "script", "echo", "model", "apiKeyEnv", "keyOptional", "baseURL", "contextWindow"}
+	modelKeys = []string{"provider", "script", "echo", "model", "apiKeyEnv", "keyOptional", "baseURL", "contextWindow",
+		"temperature", "topP", "streamIdleTimeout", "requestTimeout", "retry"}
 	routeKeys = []string{"server", "featureSet", "agent"}
 
 	providers         = []string{ProviderScripted, ProviderAnthropic, ProviderOpenAI}
@@ -29,6 +30,12 @@ var modelKeyProviders = map[string][]string{
 	"baseURL":       {ProviderAnthropic, ProviderOpenAI},
 	"contextWindow": {ProviderAnthropic, ProviderOpenAI},
 	"keyOptional":   {ProviderOpenAI},
+	// modelcalls.go
+	"temperature":       {ProviderAnthropic, ProviderOpenAI},
+	"topP":              {ProviderAnthropic, ProviderOpenAI},
+	"streamIdleTimeout": {ProviderAnthropic, ProviderOpenAI},
+	"requestTimeout":    {ProviderAnthropic, ProviderOpenAI},
+	"retry":             {ProviderAnthropic, ProviderOpenAI},
 }
 
 // placedAgent is where a decoded agent's name is in the file, with what
@@ -201,6 +208,8 @@ func (d *decoder) model(n *yaml.Node, path string, line int, dir string) ModelCo
 					m.ContextWindow = v
 				}
 			}
+		default:
+			d.modelCall(e, path, &m)
 		}
 	})
 	switch {

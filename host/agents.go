@@ -49,7 +49,9 @@ func (h *Host) startAgents(cfg *config.Config) (*agentSet, error) {
 			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 		set.models[a.Name] = m
-		specs = append(specs, agent.Spec{Name: a.Name, Model: m, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: a.MaxTokens, Wake: wakeRules(a.Wake)})
+		specs = append(specs, agent.Spec{Name: a.Name, Model: m, Provider: a.Model.Provider, System: a.System, Allowed: a.AllowedTools.Allows, MaxTokens: a.MaxTokens, Wake: wakeRules(a.Wake),
+			Retry:       agent.RetryPolicy{Attempts: a.Model.Retry.Attempts, MaxElapsed: a.Model.Retry.MaxElapsed},
+			Temperature: a.Model.Temperature, TopP: a.Model.TopP})
 	}
 	rt, err := agent.Start(agent.Options{
 		Store:      h.store,

@@ -117,7 +117,8 @@ func TestAgentContextHooksAndLifecycle(t *testing.T) {
 		t.Errorf("lifecycle = %+v, turn ended %q", hooks, end.Reason)
 	}
 	notes := find(r.tr.turn("ada", 2), agent.EventNotice)
-	if len(notes) != 1 || !strings.HasPrefix(notes[0].Text, "[host] This turn ended early: the model call failed: ") || !strings.Contains(notes[0].Text, "bad request, as scripted") {
+	// A 400 is not retried, and the provider's words are the operator's.
+	if len(notes) != 1 || !strings.HasPrefix(notes[0].Text, "[host] This turn ended early: the model call failed, and trying it again would not help;") || strings.Contains(notes[0].Text, "bad request, as scripted") {
 		t.Errorf("notices = %+v", notes)
 	}
 }

@@ -196,11 +196,15 @@ func (a *activity) record(ev agent.Event) {
 			a.metrics.Treated(ev.Agent, c.Server, string(c.Treat), c.N)
 		}
 	case agent.EventModel:
-		if ev.Usage != nil {
-			g.in += int64(ev.Usage.In)
-			g.out += int64(ev.Usage.Out)
-			a.metrics.Tokens(ev.Agent, ev.Usage.In, ev.Usage.Out)
+		var tok metrics.Tokens
+		if u := ev.Usage; u != nil {
+			g.in += int64(u.In)
+			g.out += int64(u.Out)
+			tok = metrics.Tokens{In: u.In, Out: u.Out, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
 		}
+		a.metrics.ModelCall(ev.Agent, ev.Provider, true, false, attemptTime(ev), tok)
+	case agent.EventModelRetry, agent.EventModelFailed:
+		a.metrics.ModelCall(ev.Agent, ev.Provider, false, ev.Event == agent.EventModelRetry, attemptTime(ev), metrics.Tokens{})
 	}
 	if len(g.recent) < RecentEvents {
 		g.recent = append(g.recent, ev)
@@ -208,6 +212,14 @@ func (a *activity) record(ev agent.Event) {
 	}
 	g.recent[g.next] = ev
 	g.next = (g.next + 1) % RecentEvents
+}
+
+// attemptTime is how long a model event's attempt took.
+func attemptTime(ev agent.Event) time.Duration {
+	if ev.Attempt == nil {
+		return 0
+	}
+	return time.Duration(ev.Attempt.Ms) * time.Millisecond
 }
 
 // fill copies an agent's activity into st.

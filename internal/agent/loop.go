@@ -50,6 +50,11 @@ type turn struct {
 	thread  string          // the thread in locus it answers ("" the root)
 	// streamed: the last model call's prose went out as a stream.
 	streamed bool
+	// attempt is the last model call's successful attempt (retry.go).
+	attempt Attempt
+	// posted is what a model call that failed had streamed to the locus
+	// (as published); "" for nothing.
+	posted string
 	// acted: a tool was called or prose was posted, so the turn has had
 	// an effect and is recorded even when cut short.
 	acted atomic.Bool
@@ -237,8 +242,8 @@ func (t *turn) think(userText *string) string {
 			if t.ctx.Err() != nil {
 				return "aborted"
 			}
-			r.rt.log.Error("an agent's model call failed", "agent", r.name, "error", err.Error())
-			t.note(textModelFailed(err))
+			r.rt.log.Error("an agent's model call failed", "agent", r.name, "error", errorText(err))
+			t.note(textModelFailed(err, t.where(), t.posted))
 			t.flushNotices()
 			return "error"
 		}
@@ -317,15 +322,20 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 	if h != nil {
 		life = h.Start(inf)
 	}
-	req := model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens}
+	req := model.Request{System: system, Messages: msgs, Tools: tools, MaxTokens: r.spec.MaxTokens, Temperature: r.spec.Temperature, TopP: r.spec.TopP}
 	s := t.stream(inf)
+	streamed := func() bool { return false }
 	if s != nil {
 		req.OnText = s.delta
+		streamed = s.began // text went out: no retry (retry.go)
 	}
-	resp, err := r.spec.Model.Generate(t.ctx, req)
-	t.streamed = false
+	resp, err := t.generate(req, streamed)
+	t.streamed, t.posted = false, ""
 	if s != nil {
 		t.streamed = s.complete()
+		if err != nil && t.streamed {
+			t.posted = s.published()
+		}
 	}
 	if life != nil {
 		switch {
@@ -340,7 +350,9 @@ func (t *turn) infer(tools []model.Tool, userText *string) (model.Response, erro
 	if err != nil {
 		return resp, err
 	}
-	ev := Event{Event: EventModel, Stop: string(resp.Stop), Text: resp.Text(), Usage: &UsageLine{In: resp.Usage.InputTokens, Out: resp.Usage.OutputTokens}, Model: resp.Model}
+	u := resp.Usage
+	attempt := t.attempt
+	ev := Event{Event: EventModel, Stop: string(resp.Stop), Text: resp.Text(), Usage: &UsageLine{In: u.InputTokens, Out: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}, Model: resp.Model, Provider: r.spec.Provider, Attempt: &attempt}
 	for _, c := range resp.Calls() {
 		ev.Calls = append(ev.Calls, CallLine{ID: c.ID, Name: c.Name, Args: c.Args})
 	}
@@ -499,6 +511,29 @@ func (s *streaming) delta(d string) {
 	s.to.Chunk(s.inf.ID, s.inf.Conversation, s.index, d)
 	s.index++
 	s.text.WriteString(d)
+}
+
+// began reports whether any chunk went out.
+func (s *streaming) began() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.index > 0
+}
+
+// published is the text streamed, as it is published (trimmed).
+func (s *streaming) published() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(s.text.String())
+}
+
+// where names the turn's locus for the agent; "" when it has none.
+func (t *turn) where() string {
+	if t.locus == nil {
+		return ""
+	}
+	ch, _ := t.r.rt.opts.Env.Channel(t.locus.server, t.locus.channel)
+	return ref(channels.ChannelRef{ID: t.locus.channel, Label: ch.Label})
 }
 
 // complete closes the stream, if any chunk went out, with its full text

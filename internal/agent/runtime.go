@@ -63,14 +63,21 @@ import (
 
 // Spec is one configured agent.
 type Spec struct {
-	Name   string
-	Model  model.Model
-	System string
+	Name  string
+	Model model.Model
+	// Provider names the model's provider (anthropic, openai, scripted),
+	// for the transcript and the metrics.
+	Provider string
+	System   string
 	// Allowed reports whether the agent may use a tool; nil allows all.
 	Allowed   func(tool string) bool
 	MaxTokens int
 	// Wake is what wakes the agent, and its debounce (wake.go).
 	Wake WakeRules
+	// Retry is how its model calls are tried again (retry.go).
+	Retry RetryPolicy
+	// Temperature and TopP are sent with each model call when set.
+	Temperature, TopP *float64
 }
 
 // ToolAnswer is a tool call's outcome as the agent reads it.
@@ -184,6 +191,9 @@ type Options struct {
 	// MaxRounds bounds the model calls that ask for tools in one turn
 	// (0: DefaultMaxRounds).
 	MaxRounds int
+	// jitter is the retries' random part (retry.go): a duration in [0,
+	// d]; nil is random. Tests make it fixed.
+	jitter func(d time.Duration) time.Duration
 	// ForkIdle is how long a fork may sit idle before it ends (0:
 	// DefaultForkIdle).
 	ForkIdle time.Duration
@@ -257,6 +267,9 @@ func Start(opts Options) (*Runtime, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if opts.jitter == nil {
+		opts.jitter = randomJitter
 	}
 	rt := &Runtime{opts: opts, log: log, start: time.Now(), stopping: make(chan struct{}),
 		byName: map[string]*runner{}, forks: map[forkKey]*runner{}, ended: map[string]Reader{}}

@@ -352,8 +352,8 @@ func TestCloseDuringToolCall(t *testing.T) {
 	})
 }
 
-// TestModelFailure: a failed model call ends the turn with the error's
-// note, and its lifecycle fails.
+// TestModelFailure: a failed model call ends the turn with a note in the
+// agent's terms, and its lifecycle fails.
 func TestModelFailure(t *testing.T) {
 	m := &fakeModel{respond: func(int, model.Request) (model.Response, error) {
 		return model.Response{}, &model.Error{Text: "the provider is overloaded."}
@@ -365,7 +365,8 @@ func TestModelFailure(t *testing.T) {
 		if evs := h.rec.of("ada", EventTurnEnd); len(evs) != 1 || evs[0].Reason != "error" {
 			h.t.Errorf("turn_end %+v, want error", evs)
 		}
-		want := "[host] This turn ended early: the model call failed: the provider is overloaded. What you said before it stands; nothing after it was sent."
+		// Not retryable: made once, and the provider's words stay out.
+		want := "[host] This turn ended early: the model call failed, and trying it again would not help; the message was not answered. What you said before it stands; nothing after it was sent. The next message that wakes you starts a new turn."
 		if evs := h.rec.of("ada", EventNotice); len(evs) != 1 || evs[0].Text != want {
 			h.t.Errorf("notices %+v, want %q", evs, want)
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -161,9 +162,34 @@ func textMaxRounds(n int) string {
 	return fmt.Sprintf("[host] This turn reached its limit of %d tool rounds, so it ended here: the results above are in, and nothing more runs until a new message wakes you.", n)
 }
 
-// textModelFailed ends a turn whose model call failed.
-func textModelFailed(err error) string {
-	return "[host] This turn ended early: the model call failed: " + strings.TrimSuffix(errorText(err), ".") + ". What you said before it stands; nothing after it was sent."
+// textModelFailed ends a turn whose model call failed for good (retry.go),
+// in the agent's terms: whether it was tried again, and what of the answer
+// went out. Never the provider's words, an address or a variable's name:
+// those are the operator's, in the log. where and posted are the locus
+// and what was streamed there, when the call failed after that.
+func textModelFailed(err error, where, posted string) string {
+	var cf *callFailed
+	errors.As(err, &cf)
+	switch {
+	case cf != nil && cf.stop == stopStreamed && posted != "":
+		return fmt.Sprintf("[host] This turn ended early: the model call failed after the start of your answer had been posted to %s: %q. It was not tried again, so that nothing is posted twice, and the rest of your answer was not sent. The next message that wakes you starts a new turn.", where, posted)
+	case cf != nil && cf.attempts > 1:
+		return fmt.Sprintf("[host] This turn ended early: the model call failed and was retried %s; the message was not answered. What you said before it stands; nothing after it was sent. The next message that wakes you starts a new turn.", times(cf.attempts-1))
+	case cf != nil && cf.stop == stopNotRetryable:
+		return "[host] This turn ended early: the model call failed, and trying it again would not help; the message was not answered. What you said before it stands; nothing after it was sent. The next message that wakes you starts a new turn."
+	}
+	return "[host] This turn ended early: the model call failed; the message was not answered. What you said before it stands; nothing after it was sent. The next message that wakes you starts a new turn."
+}
+
+// times says n times in words: once, twice, 3 times.
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // textToolNotAllowed refuses a tool the agent may not use.

@@ -28,6 +28,11 @@ const (
 	// in a turn, after its turn_start; between turns, when what was read
 	// woke nothing.
 	EventTreated = "treated"
+	// EventModelRetry is a model call's attempt that failed and is made
+	// again; EventModelFailed the last attempt of a call that failed for
+	// good, with why no other was made (Reason). retry.go.
+	EventModelRetry  = "model_retry"
+	EventModelFailed = "model_failed"
 )
 
 // Event is one line of the transcript. Fields an event kind doesn't use
@@ -51,6 +56,10 @@ type Event struct {
 	Calls []CallLine `json:"calls,omitempty"`
 	Usage *UsageLine `json:"usage,omitempty"`
 	Model string     `json:"model,omitempty"`
+	// model, model_retry, model_failed: the agent's provider, and the
+	// attempt (model: the one that answered).
+	Provider string   `json:"provider,omitempty"`
+	Attempt  *Attempt `json:"attempt,omitempty"`
 	// tool: the call it answers, and how it went.
 	CallID string `json:"callId,omitempty"`
 	Tool   string `json:"tool,omitempty"`
@@ -83,6 +92,18 @@ type CallLine struct {
 type UsageLine struct {
 	In  int `json:"in"`
 	Out int `json:"out"`
+	// CacheRead and CacheWrite are the input tokens read from and written
+	// to the provider's prompt cache, where it says.
+	CacheRead  int `json:"cacheRead,omitempty"`
+	CacheWrite int `json:"cacheWrite,omitempty"`
+}
+
+// Attempt is one attempt of a model call: its number (1 for the first),
+// how long it took, and, when it is made again, the wait before that.
+type Attempt struct {
+	N      int   `json:"n"`
+	Ms     int64 `json:"ms"`
+	WaitMs int64 `json:"waitMs,omitempty"`
 }
 
 // Transcript writes events as JSON lines. Its methods are safe for

@@ -43,7 +43,10 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	turns    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
-	treated  *prometheus.CounterVec
+	// Model calls: each attempt, how long it took, the retries.
+	calls, retries *prometheus.CounterVec
+	callTime       *prometheus.HistogramVec
+	treated        *prometheus.CounterVec
 	// RFC-006 (host/coalesce.go).
 	coalesced, removed, renders *prometheus.CounterVec
 }
@@ -73,8 +76,21 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 		}, []string{"agent", "reason"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpl_model_tokens_total",
-			Help: "Model tokens, by agent and direction (in: read by the model; out: written).",
-		}, []string{"agent", "direction"}),
+			Help: "Model tokens, by agent, provider and direction (in: read by the model; out: written; cache_read and cache_write: input tokens read from and written to the provider's prompt cache, where it says).",
+		}, []string{"agent", "provider", "direction"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_model_calls_total",
+			Help: "Model call attempts, by agent, provider and outcome (ok, or error: the attempt failed, whether it was made again or not).",
+		}, []string{"agent", "provider", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpl_model_retries_total",
+			Help: "Model call attempts that failed and were made again, by agent and provider.",
+		}, []string{"agent", "provider"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpl_model_call_duration_seconds",
+			Help:    "How long model call attempts took, by agent, provider and outcome.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600},
+		}, []string{"agent", "provider", "outcome"}),
 		treated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpl_agent_messages_total",
 			Help: "Messages and events an agent read, by agent, server and treatment (wake: woke it; batch: joined a turn without waking it; ignore: consumed unseen).",
@@ -92,7 +108,7 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Help: "push/render completions, by server and what they showed (rendered, empty, fallback, lapsed, discarded).",
 		}, []string{"server", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.treated, m.coalesced, m.removed, m.renders, liveCollector(snapshot)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.calls, m.retries, m.callTime, m.treated, m.coalesced, m.removed, m.renders, liveCollector(snapshot)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -150,16 +166,32 @@ func (m *Metrics) Render(server, result string) {
 	m.renders.WithLabelValues(server, result).Inc()
 }
 
-// Tokens counts a model call's tokens.
-func (m *Metrics) Tokens(agent string, in, out int) {
+// Tokens are a model call's tokens.
+type Tokens struct{ In, Out, CacheRead, CacheWrite int }
+
+// ModelCall counts one attempt of an agent's model call to provider: ok
+// or not, how long it took, and, when it failed and is made again, a
+// retry; and an answer's tokens.
+func (m *Metrics) ModelCall(agent, provider string, ok, retried bool, took time.Duration, tok Tokens) {
 	if m == nil {
 		return
 	}
-	if in > 0 {
-		m.tokens.WithLabelValues(agent, "in").Add(float64(in))
+	outcome := "ok"
+	if !ok {
+		outcome = "error"
 	}
-	if out > 0 {
-		m.tokens.WithLabelValues(agent, "out").Add(float64(out))
+	m.calls.WithLabelValues(agent, provider, outcome).Inc()
+	m.callTime.WithLabelValues(agent, provider, outcome).Observe(took.Seconds())
+	if retried {
+		m.retries.WithLabelValues(agent, provider).Inc()
+	}
+	for _, d := range []struct {
+		dir string
+		n   int
+	}{{"in", tok.In}, {"out", tok.Out}, {"cache_read", tok.CacheRead}, {"cache_write", tok.CacheWrite}} {
+		if d.n > 0 {
+			m.tokens.WithLabelValues(agent, provider, d.dir).Add(float64(d.n))
+		}
 	}
 }
 

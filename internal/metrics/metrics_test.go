@@ -72,7 +72,7 @@ mcpl_channels_open{server="a"} 1
 func TestNilMetrics(t *testing.T) {
 	var m *metrics.Metrics
 	m.Turn("a", "end_turn")
-	m.Tokens("a", 1, 2)
+	m.ModelCall("a", "openai", true, false, time.Second, metrics.Tokens{In: 1, Out: 2})
 	if o := m.Server("x"); o != nil {
 		t.Errorf("Server on nil = %v, want a nil observer", o)
 	}

@@ -74,8 +74,11 @@ func TestAPIThroughHost(t *testing.T) {
 			t.Errorf("/metrics: want %s, got %q", want, got)
 		}
 	}
-	if got := r.metricLines(t, `mcpl_model_tokens_total{agent="ada",direction="out"}`); len(got) != 1 || strings.HasSuffix(got[0], " 0") {
+	if got := r.metricLines(t, `mcpl_model_tokens_total{agent="ada",direction="out",provider="scripted"}`); len(got) != 1 || strings.HasSuffix(got[0], " 0") {
 		t.Errorf("/metrics: ada's tokens out: %q", got)
+	}
+	if got := r.metricLines(t, `mcpl_model_calls_total{agent="ada",outcome="ok",provider="scripted"}`); len(got) != 1 || strings.HasSuffix(got[0], " 0") {
+		t.Errorf("/metrics: ada's model calls: %q", got)
 	}
 }
 
