@@ -22,6 +22,10 @@
 //   - Closing the body stops the clock and releases the request's
 //     context.
 //   - A Timeout of 0 or less passes requests through untouched.
+//   - Client wraps a provider's *http.Client (a copy: the caller's is not
+//     changed); with none it starts from a clone of http.DefaultTransport
+//     with no ResponseHeaderTimeout, since the idle timeout already
+//     bounds the wait for the headers.
 package idle
 
 import (
@@ -94,6 +98,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w.mu.Unlock()
 	resp.Body = &body{rc: resp.Body, w: w}
 	return resp, nil
+}
+
+// Client returns a copy of hc whose transport is hc's wrapped in a
+// Transport with timeout; with hc nil, a client of a clone of
+// http.DefaultTransport (see the package doc).
+func Client(hc *http.Client, timeout time.Duration) *http.Client {
+	var c http.Client
+	if hc != nil {
+		c = *hc
+	}
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+		if t, ok := base.(*http.Transport); ok && hc == nil {
+			base = t.Clone()
+		}
+	}
+	c.Transport = &Transport{Base: base, Timeout: timeout}
+	return &c
 }
 
 // watch is one request's clock.

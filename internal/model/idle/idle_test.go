@@ -262,3 +262,24 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+func TestClient(t *testing.T) {
+	base := &script{}
+	own := &http.Client{Transport: base, Timeout: time.Hour}
+	c := Client(own, time.Minute)
+	tr, ok := c.Transport.(*Transport)
+	if !ok || tr.Timeout != time.Minute || tr.Base != base || c.Timeout != time.Hour {
+		t.Errorf("Client(own) = %+v, want own's transport wrapped, its Timeout kept", c)
+	}
+	if own.Transport != base {
+		t.Error("Client changed the caller's client")
+	}
+	c = Client(nil, time.Minute)
+	tr, ok = c.Transport.(*Transport)
+	if !ok {
+		t.Fatalf("Client(nil) transport %T", c.Transport)
+	}
+	if base, ok := tr.Base.(*http.Transport); !ok || base == http.DefaultTransport || base.ResponseHeaderTimeout != 0 {
+		t.Errorf("Client(nil) base %T, want a clone of http.DefaultTransport with no header timeout", tr.Base)
+	}
+}
