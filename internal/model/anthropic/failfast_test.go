@@ -290,3 +290,21 @@ func TestPlainTextErrorBody(t *testing.T) {
 		t.Errorf("Text %q (Retryable %v), want the body quoted and redacted, retryable", merr.Text, merr.Retryable)
 	}
 }
+
+// TestDroppedMidStream: a connection that drops in the middle of the
+// stream is retryable.
+func TestDroppedMidStream(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		streaming(messageStart("claude-test", 5), textStart(0), textDelta(0, "Hel"))(w, r)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close()
+	})
+	merr := modelError(t, func() error { _, err := newModel(t, f, Options{}).Generate(context.Background(), hello()); return err }())
+	if !merr.Retryable {
+		t.Errorf("a dropped stream is not retryable: %s", merr.Text)
+	}
+}

@@ -277,3 +277,24 @@ func TestUnauthorizedBodyRedacted(t *testing.T) {
 		t.Error("a 401 is retryable")
 	}
 }
+
+// TestDroppedMidStream: a connection that drops in the middle of the
+// stream is retryable.
+func TestDroppedMidStream(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", chunk(text("Hel"), ""))
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close()
+	})
+	me := modelError(t, generate(newModel(t, f, Options{}), userText("hi")))
+	t.Log(me.Text)
+	if !me.Retryable {
+		t.Errorf("a dropped stream is not retryable: %s", me.Text)
+	}
+}
