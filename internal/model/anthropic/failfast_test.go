@@ -103,7 +103,7 @@ func TestStallRealSocket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := fakeapi.NewAnthropic(t, fakeapi.Reply{Text: "one two three", StallAfter: tc.stallAfter})
-			m := againstFake(t, s, Options{StreamIdleTimeout: 200 * time.Millisecond})
+			m := againstFake(t, s, Options{StreamIdleTimeout: 750 * time.Millisecond})
 			texts := 0
 			req := hello()
 			req.OnText = func(string) { texts++ }
@@ -111,14 +111,14 @@ func TestStallRealSocket(t *testing.T) {
 			_, err := m.Generate(context.Background(), req)
 			merr := modelError(t, err)
 			t.Log(merr.Text)
-			if !merr.Retryable || !strings.Contains(merr.Text, "stalled: no data came for 200 milliseconds") {
+			if !merr.Retryable || !strings.Contains(merr.Text, "stalled: no data came for 750 milliseconds") {
 				t.Errorf("Retryable %v, Text %q; want a retryable stall", merr.Retryable, merr.Text)
 			}
 			var stall *idle.StallError
 			if !errors.As(err, &stall) || stall.Headers != (tc.stallAfter == fakeapi.StallBeforeHeaders) {
 				t.Errorf("Err %v, want an *idle.StallError (before the headers: %v)", merr.Err, tc.stallAfter == fakeapi.StallBeforeHeaders)
 			}
-			if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
+			if elapsed := time.Since(start); elapsed < 750*time.Millisecond {
 				t.Errorf("gave up after %v, before the idle timeout", elapsed)
 			}
 			if texts != tc.texts {

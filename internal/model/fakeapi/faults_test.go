@@ -104,7 +104,7 @@ func TestStallAfter(t *testing.T) {
 			s := p.serve(t, fakeapi.Reply{Text: "one two three", StallAfter: 2}, fakeapi.Reply{StallAfter: fakeapi.StallBeforeHeaders})
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
-			client := &http.Client{Transport: &idle.Transport{Base: tr, Timeout: 200 * time.Millisecond}}
+			client := &http.Client{Transport: &idle.Transport{Base: tr, Timeout: 750 * time.Millisecond}}
 
 			resp, err := client.Post(s.URL+endpoint(p), "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 			if err != nil {

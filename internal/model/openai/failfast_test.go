@@ -108,7 +108,7 @@ func TestStallRealSocket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := fakeapi.NewOpenAI(t, fakeapi.Reply{Text: "one two three", StallAfter: tc.stallAfter})
-			m := againstFake(t, s, Options{StreamIdleTimeout: 200 * time.Millisecond})
+			m := againstFake(t, s, Options{StreamIdleTimeout: 750 * time.Millisecond})
 			texts := 0
 			req := userText("hi")
 			req.OnText = func(string) { texts++ }
@@ -116,14 +116,14 @@ func TestStallRealSocket(t *testing.T) {
 			err := generate(m, req)
 			me := modelError(t, err)
 			t.Log(me.Text)
-			if !me.Retryable || !strings.Contains(me.Text, "stalled: no data came for 200 milliseconds") {
+			if !me.Retryable || !strings.Contains(me.Text, "stalled: no data came for 750 milliseconds") {
 				t.Errorf("Retryable %v, Text %q; want a retryable stall", me.Retryable, me.Text)
 			}
 			var stall *idle.StallError
 			if !errors.As(err, &stall) || stall.Headers != (tc.stallAfter == fakeapi.StallBeforeHeaders) {
 				t.Errorf("Err %v, want an *idle.StallError (before the headers: %v)", me.Err, tc.stallAfter == fakeapi.StallBeforeHeaders)
 			}
-			if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
+			if elapsed := time.Since(start); elapsed < 750*time.Millisecond {
 				t.Errorf("gave up after %v, before the idle timeout", elapsed)
 			}
 			if texts != tc.texts {
