@@ -17,7 +17,16 @@
 //     from the environment do not apply; Options alone configure the client.
 //   - The SDK does not retry (max retries 0): one Generate is one HTTP
 //     request, and the agent layer decides about retrying from
-//     model.Error.Retryable.
+//     model.Error.Retryable and RetryAfter.
+//   - Each attempt fails fast. Options.StreamIdleTimeout (default 60 s):
+//     no byte from the server for that long, waiting for the response
+//     headers or for the next bytes of the stream, ends the call with a
+//     retryable error saying the answer stalled (package idle, whose
+//     transport wraps the HTTP client's, a given Options.HTTPClient's
+//     too). It supersedes the 10-minute response-header timeout the
+//     default transport had. Options.RequestTimeout (default 10 min)
+//     bounds the whole call, headers and body, and ends it with a
+//     retryable error saying it took too long.
 //   - Errors are *model.Error with Text in plain words (what happened, the
 //     provider's own message if it gave one, and whether retrying may help)
 //     and Err wrapping the SDK's error (an *anthropic.Error for API errors).
@@ -27,8 +36,14 @@
 //     ends before message_stop; an x-should-retry header on an error response
 //     overrides the status. Not retryable: 400, 401, 402, 403, 404, 413 and
 //     other client errors, a malformed request (caught before sending, no
-//     request made) and a stream this package cannot follow. The key's value
-//     is removed from every Text, even where the provider echoes it.
+//     request made) and a stream this package cannot follow. A connection
+//     refused or reset, and a stream cut before message_stop, are
+//     retryable. RetryAfter is the error response's retry-after-ms or
+//     Retry-After (package retryafter; 0 when absent, at most 10
+//     minutes). The provider's message is quoted (a body that is not JSON,
+//     a proxy's text, as it is), cut to 300 characters; the key's value is
+//     removed from every Text, even where the provider echoes it, and so is
+//     anything else key-shaped (package redact), 401 messages included.
 //   - Cancellation: when ctx is done, Generate returns ctx.Err() as it is
 //     (context.Canceled or context.DeadlineExceeded, not a *model.Error),
 //     since it is the caller's decision, not a provider failure; the partial
@@ -44,11 +59,27 @@
 //     the raw JSON given ("{}" and {"type":"object"} when empty) and must be
 //     JSON objects; a tool result holds text and images and always carries
 //     is_error. MaxTokens is the request's, else Options.MaxTokens.
+//     Temperature and TopP, when set, are sent as temperature and top_p,
+//     set on the JSON body (this SDK version has no fields for them, which
+//     the API deprecates; a model that refuses them, or both at once,
+//     answers 400, not retryable).
+//   - Prompt caching: cache_control {"type":"ephemeral"} marks the system
+//     block and the last tool. The API caches the prefix up to a
+//     breakpoint, in the order tools, system, messages; the tools and the
+//     system prompt are what an agent sends unchanged call after call, so
+//     the breakpoint after the last tool caches the tools alone (reused
+//     when the system prompt changes) and the one on the system block
+//     caches both. Two of the API's four breakpoints are used; the
+//     conversation is not marked (it changes at every turn). A prefix
+//     shorter than the model's minimum is simply not cached.
 //   - Response mapping: text and tool_use blocks are kept (tool_use Args is
 //     the assembled input JSON); other block types (thinking, server tools)
-//     are dropped. Usage is input_tokens and output_tokens as reported
-//     (cache tokens are not added in). Model is the model that answered, as
-//     the provider named it.
+//     are dropped. Usage is input_tokens and output_tokens as reported;
+//     CacheReadTokens and CacheWriteTokens are cache_read_input_tokens and
+//     cache_creation_input_tokens. Anthropic counts those apart, so
+//     InputTokens does not include them: the prompt's whole size is the
+//     three summed. Model is the model that answered, as the provider
+//     named it.
 package anthropic
 
 import (
@@ -69,6 +100,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/model/idle"
+	"github.com/mcpl-go/mcpl/internal/model/redact"
+	"github.com/mcpl-go/mcpl/internal/model/retryafter"
 )
 
 // Vendor is the Info.Vendor of an Anthropic model.
@@ -76,8 +110,10 @@ const Vendor = "anthropic"
 
 // Defaults of Options.
 const (
-	DefaultAPIKeyEnv = "ANTHROPIC_API_KEY"
-	DefaultMaxTokens = 1024
+	DefaultAPIKeyEnv         = "ANTHROPIC_API_KEY"
+	DefaultMaxTokens         = 1024
+	DefaultStreamIdleTimeout = 60 * time.Second
+	DefaultRequestTimeout    = 10 * time.Minute
 )
 
 // Options configure a Model.
@@ -94,10 +130,18 @@ type Options struct {
 	// MaxTokens is used when a request gives none; DefaultMaxTokens when 0.
 	MaxTokens int
 	// HTTPClient, if set, makes the requests; else a clone of
-	// http.DefaultTransport with a 10-minute response-header timeout.
+	// http.DefaultTransport. Either way its transport is wrapped for
+	// StreamIdleTimeout.
 	HTTPClient *http.Client
 	// ContextWindow is reported by Info; 0 when unknown.
 	ContextWindow int
+	// StreamIdleTimeout ends a call whose server sends no byte for this
+	// long, while the answer's headers or the next bytes of its stream
+	// are awaited; DefaultStreamIdleTimeout when 0.
+	StreamIdleTimeout time.Duration
+	// RequestTimeout bounds a whole call, headers and streamed body;
+	// DefaultRequestTimeout when 0.
+	RequestTimeout time.Duration
 }
 
 // Model is an Anthropic model. It is safe for concurrent use.
@@ -119,6 +163,15 @@ func New(opts Options) (*Model, error) {
 	if opts.ContextWindow < 0 {
 		return nil, fmt.Errorf("anthropic: Options.ContextWindow is %d, want 0 (unknown) or more", opts.ContextWindow)
 	}
+	if opts.StreamIdleTimeout < 0 || opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("anthropic: Options.StreamIdleTimeout %v and RequestTimeout %v must not be negative (0 is the default)", opts.StreamIdleTimeout, opts.RequestTimeout)
+	}
+	if opts.StreamIdleTimeout == 0 {
+		opts.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
 	if opts.APIKeyEnv == "" {
 		opts.APIKeyEnv = DefaultAPIKeyEnv
 	}
@@ -139,25 +192,8 @@ func New(opts Options) (*Model, error) {
 		}
 		ro = append(ro, option.WithBaseURL(opts.BaseURL))
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = defaultHTTPClient()
-	}
-	ro = append(ro, option.WithHTTPClient(hc))
+	ro = append(ro, option.WithHTTPClient(idle.Client(opts.HTTPClient, opts.StreamIdleTimeout)))
 	return &Model{opts: opts, client: sdk.NewClient(ro...)}, nil
-}
-
-// defaultHTTPClient is the client of a Model given none, like the SDK's own
-// default (which option.WithoutEnvironmentDefaults leaves out): a clone of
-// http.DefaultTransport that gives up on a server sending no response
-// headers for 10 minutes. The body of a long answer is not limited.
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Info describes the model.
@@ -186,7 +222,11 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 		}
 	}
 
-	stream := m.client.Messages.NewStreaming(ctx, params, option.WithHeader("x-api-key", key))
+	// The attempt's own context carries RequestTimeout, so that its end
+	// is told from the caller's.
+	actx, cancel := context.WithTimeoutCause(ctx, m.opts.RequestTimeout, errRequestTimeout)
+	defer cancel()
+	stream := m.client.Messages.NewStreaming(actx, params, append(sampling(req), option.WithHeader("x-api-key", key))...)
 	defer stream.Close()
 	var msg sdk.Message
 	complete := false
@@ -197,7 +237,7 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 				return model.Response{}, ctxErr
 			}
 			return model.Response{}, &model.Error{
-				Text: redact(fmt.Sprintf("The model provider %q sent a stream this host could not follow (%v); retrying may not help.", Vendor, err), key),
+				Text: redact.Key(fmt.Sprintf("The model provider %q sent a stream this host could not follow (%v); retrying may not help.", Vendor, err), key),
 				Err:  err,
 			}
 		}
@@ -211,10 +251,10 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return model.Response{}, m.callError(ctx, err, key)
+		return model.Response{}, m.callError(ctx, actx, err, key)
 	}
-	if err := ctx.Err(); err != nil {
-		return model.Response{}, err
+	if err := actx.Err(); err != nil {
+		return model.Response{}, m.callError(ctx, actx, err, key)
 	}
 	if !complete {
 		err := errors.New("anthropic: stream ended before message_stop")
@@ -239,7 +279,7 @@ func (m *Model) params(req model.Request) (sdk.MessageNewParams, error) {
 		Messages:  make([]sdk.MessageParam, 0, len(req.Messages)),
 	}
 	if req.System != "" {
-		p.System = []sdk.TextBlockParam{{Text: req.System}}
+		p.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: sdk.NewCacheControlEphemeralParam()}}
 	}
 	for i, msg := range req.Messages {
 		blocks, err := contentParams(msg.Content)
@@ -271,6 +311,9 @@ func (m *Model) params(req model.Request) (sdk.MessageNewParams, error) {
 			tp.Description = sdk.String(t.Description)
 		}
 		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: tp})
+	}
+	if n := len(p.Tools); n > 0 {
+		p.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
 	return p, nil
 }
@@ -367,8 +410,10 @@ func object(raw json.RawMessage, empty string) (json.RawMessage, error) {
 func (m *Model) response(msg *sdk.Message) model.Response {
 	r := model.Response{
 		Usage: model.Usage{
-			InputTokens:  int(msg.Usage.InputTokens),
-			OutputTokens: int(msg.Usage.OutputTokens),
+			InputTokens:      int(msg.Usage.InputTokens),
+			OutputTokens:     int(msg.Usage.OutputTokens),
+			CacheReadTokens:  int(msg.Usage.CacheReadInputTokens),
+			CacheWriteTokens: int(msg.Usage.CacheCreationInputTokens),
 		},
 		Model: msg.Model,
 	}
@@ -415,22 +460,41 @@ func stopReason(s sdk.StopReason, calls bool) model.StopReason {
 	return model.EndTurn
 }
 
-// callError maps a failed call: ctx.Err() when ctx is done, else a
-// *model.Error.
-func (m *Model) callError(ctx context.Context, err error, key string) error {
+// callError maps a failed call: ctx.Err() when the caller's ctx is done,
+// else a *model.Error (actx is the attempt's context, which ends at
+// RequestTimeout).
+func (m *Model) callError(ctx, actx context.Context, err error, key string) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
+	}
+	var stall *idle.StallError
+	if errors.As(err, &stall) {
+		return &model.Error{
+			Text: fmt.Sprintf("The answer of the model provider %q stalled: no data came for %s (Options.StreamIdleTimeout), so the call was stopped; retrying may work.",
+				Vendor, idle.Words(stall.Idle)),
+			Retryable: true,
+			Err:       err,
+		}
+	}
+	if errors.Is(context.Cause(actx), errRequestTimeout) {
+		return &model.Error{
+			Text: fmt.Sprintf("The call to the model provider %q took longer than %s (Options.RequestTimeout), so it was stopped; retrying may work.",
+				Vendor, idle.Words(m.opts.RequestTimeout)),
+			Retryable: true,
+			Err:       fmt.Errorf("%w: %w", errRequestTimeout, err),
+		}
 	}
 	var aerr *sdk.Error
 	if !errors.As(err, &aerr) {
 		return &model.Error{
-			Text:      redact(fmt.Sprintf("The model provider %q could not be reached or the connection failed (%v); retrying later may work.", Vendor, err), key),
+			Text:      redact.Key(fmt.Sprintf("The model provider %q could not be reached or the connection failed (%v); retrying later may work.", Vendor, err), key),
 			Retryable: true,
 			Err:       err,
 		}
 	}
 	typ := string(aerr.Type())
 	what, retryable := m.classify(aerr.StatusCode, typ)
+	var after time.Duration
 	if aerr.Response != nil && aerr.StatusCode >= 400 {
 		switch aerr.Response.Header.Get("x-should-retry") {
 		case "true":
@@ -438,6 +502,7 @@ func (m *Model) callError(ctx context.Context, err error, key string) error {
 		case "false":
 			retryable = false
 		}
+		after = retryafter.Parse(aerr.Response.Header, time.Now())
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "The model provider %q %s (", Vendor, what)
@@ -454,15 +519,19 @@ func (m *Model) callError(ctx context.Context, err error, key string) error {
 	}
 	b.WriteString(typ)
 	b.WriteString(")")
-	if msg := strings.TrimSpace(aerr.Message); msg != "" {
-		fmt.Fprintf(&b, ": %s", truncate(redact(msg, key), 300))
+	msg := aerr.Message
+	if raw := aerr.RawJSON(); msg == "" && !json.Valid([]byte(raw)) {
+		msg = raw // a body that is not JSON: a proxy's text
+	}
+	if msg = strings.Join(strings.Fields(msg), " "); msg != "" {
+		fmt.Fprintf(&b, ": %s", truncate(redact.Key(msg, key), 300))
 	}
 	if retryable {
 		b.WriteString("; retrying later may work.")
 	} else {
 		b.WriteString("; retrying the same request will not help.")
 	}
-	return &model.Error{Text: redact(b.String(), key), Retryable: retryable, Err: err}
+	return &model.Error{Text: redact.Key(b.String(), key), Retryable: retryable, RetryAfter: after, Err: err}
 }
 
 // classify says what an API error means, by its type when known (an error
@@ -522,12 +591,21 @@ func (m *Model) classify(status int, typ string) (what string, retryable bool) {
 	return "failed while answering", true
 }
 
-// redact removes key from s.
-func redact(s, key string) string {
-	if key == "" {
-		return s
+// errRequestTimeout is the cause of an attempt's context when its
+// RequestTimeout passed.
+var errRequestTimeout = errors.New("anthropic: the call took longer than Options.RequestTimeout")
+
+// sampling is the request's sampling parameters as body fields: the SDK
+// no longer has fields for them.
+func sampling(req model.Request) []option.RequestOption {
+	var ro []option.RequestOption
+	if req.Temperature != nil {
+		ro = append(ro, option.WithJSONSet("temperature", *req.Temperature))
 	}
-	return strings.ReplaceAll(s, key, "[redacted]")
+	if req.TopP != nil {
+		ro = append(ro, option.WithJSONSet("top_p", *req.TopP))
+	}
+	return ro
 }
 
 // truncate shortens s to at most n runes.

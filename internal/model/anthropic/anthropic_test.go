@@ -314,7 +314,7 @@ func TestRequestBody(t *testing.T) {
 		"model":      "claude-sonnet-4-5",
 		"max_tokens": 777,
 		"stream":     true,
-		"system":     []any{map[string]any{"type": "text", "text": "You are terse."}},
+		"system":     []any{map[string]any{"type": "text", "text": "You are terse.", "cache_control": map[string]any{"type": "ephemeral"}}},
 		"messages": []any{
 			map[string]any{"role": "user", "content": []any{
 				map[string]any{"type": "text", "text": "What is in this picture?"},
@@ -332,8 +332,9 @@ func TestRequestBody(t *testing.T) {
 			}},
 		},
 		"tools": []any{map[string]any{
-			"name":        "zoom",
-			"description": "Zooms into the picture.",
+			"name":          "zoom",
+			"description":   "Zooms into the picture.",
+			"cache_control": map[string]any{"type": "ephemeral"},
 			"input_schema": map[string]any{
 				"type":                 "object",
 				"properties":           map[string]any{"factor": map[string]any{"type": "number"}},

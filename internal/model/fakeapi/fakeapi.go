@@ -52,6 +52,18 @@
 //     request_too_large; Anthropic: type request_too_large), as the
 //     providers refuse a request too large for them; it takes no Reply,
 //     is not counted as answered, and Refused lists its size.
+//   - A Reply can script a failure beyond an HTTP error (faults.go):
+//     RetryAfter is sent as the Retry-After header of a Status failure;
+//     Body replaces the error JSON with a raw body sent as it is (JSON
+//     or text/plain, by whether it parses); Reset hijacks the connection
+//     and drops it (a TCP reset where it can) without an answer;
+//     StallAfter sends a streamed answer's first N events, flushed, then
+//     nothing until the client goes away (StallBeforeHeaders: nothing at
+//     all, not even the headers). A reset or a stall takes its Reply but
+//     is not counted as answered; the test's cleanup ends a stall whose
+//     client is still there, so the server can close.
+//   - Times lists when each request arrived (those that failed the test
+//     included), for tests of a caller's backoff.
 package fakeapi
 
 import (
@@ -87,6 +99,18 @@ type Reply struct {
 	// the provider's error format, with Text as its message, instead of an
 	// answer.
 	Status int
+	// RetryAfter, with a Status, is sent as the Retry-After header ("7",
+	// or an HTTP-date).
+	RetryAfter string
+	// Body, with a Status, is the error's body, sent as it is in place of
+	// the provider's error JSON.
+	Body string
+	// Reset: the server drops the connection without an answer.
+	Reset bool
+	// StallAfter, if not 0, makes a streamed answer stall: its first
+	// StallAfter events are sent and flushed, then nothing until the
+	// client goes away. StallBeforeHeaders stalls before the headers.
+	StallAfter int
 }
 
 // Call is a tool call of a Reply.
@@ -123,6 +147,8 @@ type Server struct {
 	gone    int             // held requests whose clients went away
 	limit   int             // bodies over this many bytes are refused; 0: none
 	refused []int           // the sizes of the bodies refused for the limit
+	times   []time.Time     // when each request arrived
+	quit    chan struct{}   // closed by the cleanup: stalls end
 }
 
 // answer is one request's reply, with what the wire formats need.
@@ -162,12 +188,14 @@ func newServer(t testing.TB, path string, ans func(http.ResponseWriter, *answer)
 		failure:  fail,
 		replies:  append([]Reply(nil), replies...),
 		progress: make(chan struct{}),
+		quit:     make(chan struct{}),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve)) // 127.0.0.1
 	t.Cleanup(s.srv.Close)
 	// Cleanups run last first: held requests go before Close waits for
 	// them.
 	t.Cleanup(s.Release)
+	t.Cleanup(s.endStalls)
 	return s
 }
 
@@ -338,6 +366,7 @@ func (s *Server) Wait(n int) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	s.mu.Lock()
+	s.times = append(s.times, time.Now())
 	s.bodies = append(s.bodies, body)
 	s.headers = append(s.headers, r.Header.Clone())
 	s.mu.Unlock()
@@ -418,12 +447,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if a.model == "" {
 		a.model = "fake-model"
 	}
+	if s.fault(w, r, a) { // a reset or a stall: not answered
+		return
+	}
 	if rep.Status != 0 {
 		msg := rep.Text
 		if msg == "" {
 			msg = fmt.Sprintf("scripted failure (HTTP %d)", rep.Status)
 		}
-		s.failure(w, rep.Status, msg)
+		s.fail(w, rep, msg)
 	} else {
 		s.answer(w, a)
 	}

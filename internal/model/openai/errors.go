@@ -10,11 +10,15 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/model/idle"
+	"github.com/mcpl-go/mcpl/internal/model/redact"
+	"github.com/mcpl-go/mcpl/internal/model/retryafter"
 )
 
 // errIncomplete is a stream that ended with no finish_reason.
@@ -23,18 +27,23 @@ var errIncomplete = errors.New("openai: the stream ended with no finish_reason")
 // errNotStreamed is a 200 answer that is not an event stream.
 var errNotStreamed = errors.New("openai: the answer was not streamed")
 
+// errRequestTimeout is the cause of an attempt's context when its
+// RequestTimeout passed.
+var errRequestTimeout = errors.New("openai: the call took longer than Options.RequestTimeout")
+
 // maxDetail caps how much of a provider's error message goes in a Text.
 const maxDetail = 500
 
-// failure words a failed call. res is the HTTP response when one was
-// received. The Text never holds key.
-func (m *Model) failure(ctx context.Context, err error, res *http.Response, key string) *model.Error {
-	e := m.classify(ctx, err, res, key)
-	e.Text = redact(e.Text, key)
+// failure words a failed call. ctx is the caller's, actx the attempt's
+// (which ends at RequestTimeout); res is the HTTP response when one was
+// received. The Text holds neither key nor anything key-shaped.
+func (m *Model) failure(ctx, actx context.Context, err error, res *http.Response, key string) *model.Error {
+	e := m.classify(ctx, actx, err, res, key)
+	e.Text = redact.Key(e.Text, key)
 	return e
 }
 
-func (m *Model) classify(ctx context.Context, err error, res *http.Response, key string) *model.Error {
+func (m *Model) classify(ctx, actx context.Context, err error, res *http.Response, key string) *model.Error {
 	if cerr := ctx.Err(); cerr != nil {
 		if !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %w", cerr, err)
@@ -44,16 +53,39 @@ func (m *Model) classify(ctx context.Context, err error, res *http.Response, key
 		}
 		return &model.Error{Text: "the call to " + m.who + " was canceled", Err: err}
 	}
+	var stall *idle.StallError
+	if errors.As(err, &stall) {
+		return &model.Error{
+			Text: fmt.Sprintf("the answer from %s stalled: no data came for %s (Options.StreamIdleTimeout), so the call was stopped; retrying may work",
+				m.who, idle.Words(stall.Idle)),
+			Retryable: true,
+			Err:       err,
+		}
+	}
+	if errors.Is(context.Cause(actx), errRequestTimeout) {
+		return &model.Error{
+			Text: fmt.Sprintf("the call to %s took longer than %s (Options.RequestTimeout), so it was stopped; retrying may work",
+				m.who, idle.Words(m.opts.RequestTimeout)),
+			Retryable: true,
+			Err:       fmt.Errorf("%w: %w", errRequestTimeout, err),
+		}
+	}
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		msg := apiErr.Message
 		if msg == "" {
 			msg = bodyMessage(apiErr.Response)
 		}
-		return m.statusFailure(apiErr.StatusCode, apiErr.Code, apiErr.Type, msg, err, key)
+		e := m.statusFailure(apiErr.StatusCode, apiErr.Code, apiErr.Type, msg, err, key)
+		if apiErr.Response != nil {
+			e.RetryAfter = retryafter.Parse(apiErr.Response.Header, time.Now())
+		}
+		return e
 	}
 	if res != nil && res.StatusCode >= 400 { // an error body the SDK could not read
-		return m.statusFailure(res.StatusCode, "", "", bodyMessage(res), err, key)
+		e := m.statusFailure(res.StatusCode, "", "", bodyMessage(res), err, key)
+		e.RetryAfter = retryafter.Parse(res.Header, time.Now())
+		return e
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
@@ -86,8 +118,8 @@ func (m *Model) statusFailure(status int, code, typ, msg string, err error, key 
 	case status == http.StatusUnauthorized && key == "":
 		e.Text = fmt.Sprintf("%s wants an API key (%s): set %s to one", m.who, st, m.opts.APIKeyEnv)
 	case status == http.StatusUnauthorized:
-		// The message may quote part of the key: it is left out.
-		e.Text = fmt.Sprintf("%s rejected the API key in %s (%s): check that it is a valid, current key", m.who, m.opts.APIKeyEnv, st)
+		// The message may quote part of the key: detail redacts it.
+		e.Text = fmt.Sprintf("%s rejected the API key in %s (%s); check that it is a valid, current key%s", m.who, m.opts.APIKeyEnv, st, d)
 	case status == http.StatusForbidden:
 		e.Text = fmt.Sprintf("%s refused the request (%s)%s", m.who, st, d)
 	case status == http.StatusNotFound:
@@ -152,9 +184,9 @@ func bodyMessage(res *http.Response) string {
 }
 
 // detail is ": msg", whitespace collapsed, cut to maxDetail runes, with
-// the key redacted; "" when msg is empty.
+// the key and anything key-shaped redacted; "" when msg is empty.
 func detail(msg, key string) string {
-	msg = strings.Join(strings.Fields(redact(msg, key)), " ")
+	msg = strings.Join(strings.Fields(redact.Key(msg, key)), " ")
 	if msg == "" {
 		return ""
 	}
@@ -162,12 +194,4 @@ func detail(msg, key string) string {
 		msg = string(r[:maxDetail]) + "…"
 	}
 	return ": " + msg
-}
-
-// redact replaces key in s.
-func redact(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[redacted]")
 }

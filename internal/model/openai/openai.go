@@ -16,15 +16,31 @@
 //     defaults, so OPENAI_BASE_URL, OPENAI_ORG_ID and the like have no
 //     effect and a local server is never sent an OpenAI key by accident.
 //   - The SDK's retries are off: the agent layer decides, from
-//     model.Error.Retryable. Retryable: 429 (but not insufficient_quota),
-//     408, 409, 5xx, transport failures, an error event mid-stream, a
-//     stream cut short. Not: other 4xx, an answer that is not Chat
-//     Completions JSON or not streamed, a canceled or expired context, a
-//     request this package cannot map. A Text is in plain words, names
-//     the endpoint ("OpenAI" or "the model server at host:port"), may
-//     quote the provider's message (cut to 500 characters; never for a
-//     401, whose message can quote part of the key) and never holds the
-//     key, which is also replaced wherever it appears.
+//     model.Error.Retryable and RetryAfter. Retryable: 429 (but not
+//     insufficient_quota), 408, 409, 5xx, transport failures (a connection
+//     refused or reset), an error event mid-stream, a stream cut short, a
+//     stall, a call past RequestTimeout. Not: other 4xx, an answer that is
+//     not Chat Completions JSON or not streamed, a context the caller
+//     canceled or let expire (a *model.Error whose Err matches ctx.Err()),
+//     a request this package cannot map. RetryAfter is an HTTP error's
+//     retry-after-ms or Retry-After (package retryafter; 0 when absent,
+//     at most 10 minutes). A Text is in plain words, names the endpoint
+//     ("OpenAI" or "the model server at host:port"), may quote the
+//     provider's message (cut to 500 characters; a 401's too, since the
+//     redaction below takes out the part of a key it may quote) and never
+//     holds the key, which is replaced wherever it appears, nor anything
+//     else key-shaped (package redact).
+//   - Each attempt fails fast. Options.StreamIdleTimeout (default 60 s):
+//     no byte from the server for that long, waiting for the response
+//     headers or for the next bytes of the stream, ends the call with a
+//     retryable error saying the answer stalled (package idle, whose
+//     transport wraps the HTTP client's, a given Options.HTTPClient's
+//     too). It supersedes the SDK default's 10-minute wait for response
+//     headers, which the default client no longer sets.
+//     Options.RequestTimeout (default 10 min) bounds the whole call,
+//     headers and body, and ends it with a retryable error saying it took
+//     too long.
+//   - Temperature and TopP, when set, are sent as temperature and top_p.
 //   - The output limit (Request.MaxTokens, else Options.MaxTokens; none if
 //     both are 0) is sent as max_completion_tokens, the field the SDK and
 //     OpenAI recommend and the only one reasoning models accept, when the
@@ -54,7 +70,11 @@
 //     ChatCompletionAccumulator, which sums usage across chunks (wrong for
 //     servers that report running totals) and lets a later chunk clear the
 //     finish reason or model. Usage is the last usage reported; the finish
-//     reason and model are the last non-empty ones. Tool calls are
+//     reason and model are the last non-empty ones. CacheReadTokens is
+//     usage.prompt_tokens_details.cached_tokens; InputTokens is
+//     prompt_tokens, which includes those cached tokens (OpenAI counts
+//     them inside the prompt, and reports none as written, so
+//     CacheWriteTokens stays 0). Tool calls are
 //     accumulated by index (-1 read as 0); a delta bearing a different id
 //     at an index already used starts a new call (servers that send whole
 //     calls all at index 0); a call's id and name are taken from the first
@@ -86,11 +106,19 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/mcpl-go/mcpl/internal/model"
+	"github.com/mcpl-go/mcpl/internal/model/idle"
+	"github.com/mcpl-go/mcpl/internal/model/redact"
 )
 
 // DefaultAPIKeyEnv is the environment variable the key is read from when
 // Options.APIKeyEnv is empty.
 const DefaultAPIKeyEnv = "OPENAI_API_KEY"
+
+// The timeouts of Options left at 0.
+const (
+	DefaultStreamIdleTimeout = 60 * time.Second
+	DefaultRequestTimeout    = 10 * time.Minute
+)
 
 // Options configure a Model.
 type Options struct {
@@ -112,13 +140,20 @@ type Options struct {
 	// MaxTokens is the output limit when a request gives none; 0 sends
 	// none.
 	MaxTokens int
-	// HTTPClient makes the requests; nil means a client like the SDK's
-	// default (http.DefaultTransport with a 10-minute wait for response
-	// headers; the body of a stream is not timed).
+	// HTTPClient makes the requests; nil means a clone of
+	// http.DefaultTransport. Either way its transport is wrapped for
+	// StreamIdleTimeout.
 	HTTPClient *http.Client
 	// ContextWindow is the model's context window in tokens, for Info; 0
 	// when unknown.
 	ContextWindow int
+	// StreamIdleTimeout ends a call whose server sends no byte for this
+	// long, while the answer's headers or the next bytes of its stream
+	// are awaited; 0 means DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+	// RequestTimeout bounds a whole call, headers and streamed body; 0
+	// means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
 
 // Model is an OpenAI (or OpenAI-compatible) chat model. It is safe for
@@ -154,9 +189,16 @@ func New(opts Options) (*Model, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = defaultHTTPClient()
+	if opts.StreamIdleTimeout < 0 || opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("openai: a negative timeout (stream idle %v, request %v); 0 means the default", opts.StreamIdleTimeout, opts.RequestTimeout)
 	}
+	if opts.StreamIdleTimeout == 0 {
+		opts.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	opts.HTTPClient = idle.Client(opts.HTTPClient, opts.StreamIdleTimeout)
 	m := &Model{opts: opts, who: "OpenAI"}
 	// The service, unlike sdk.NewClient, reads nothing from the
 	// environment: every setting is one of these.
@@ -192,15 +234,6 @@ func isOpenAIHost(host string) bool {
 	return false
 }
 
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute // the SDK's
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
-}
-
 // Info describes the model.
 func (m *Model) Info() model.Info {
 	return model.Info{ID: m.opts.Model, Vendor: "openai", ContextWindow: m.opts.ContextWindow}
@@ -215,26 +248,34 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (model.Response
 	}
 	params, err := m.params(req)
 	if err != nil {
-		return model.Response{}, &model.Error{Text: "openai: cannot send the request: " + redact(err.Error(), key), Err: err}
+		text := err.Error() // the request's own content: only the key is removed
+		if key != "" {
+			text = strings.ReplaceAll(text, key, redact.Mark)
+		}
+		return model.Response{}, &model.Error{Text: "openai: cannot send the request: " + text, Err: err}
 	}
 	var httpResp *http.Response
 	reqOpts := []option.RequestOption{option.WithResponseInto(&httpResp)}
 	if key != "" {
 		reqOpts = append(reqOpts, option.WithAPIKey(key))
 	}
-	stream := m.chat.NewStreaming(ctx, params, reqOpts...)
+	// The attempt's own context carries RequestTimeout, so that its end
+	// is told from the caller's.
+	actx, cancel := context.WithTimeoutCause(ctx, m.opts.RequestTimeout, errRequestTimeout)
+	defer cancel()
+	stream := m.chat.NewStreaming(actx, params, reqOpts...)
 	defer func() { _ = stream.Close() }()
 	var acc accumulator
 	for stream.Next() {
 		acc.add(stream.Current(), req.OnText)
 	}
 	if err := stream.Err(); err != nil {
-		return model.Response{}, m.failure(ctx, err, httpResp, key)
+		return model.Response{}, m.failure(ctx, actx, err, httpResp, key)
 	}
 	resp, ok := acc.response(m.opts.Model)
 	if !ok {
-		if err := ctx.Err(); err != nil {
-			return model.Response{}, m.failure(ctx, err, nil, key)
+		if err := actx.Err(); err != nil {
+			return model.Response{}, m.failure(ctx, actx, err, nil, key)
 		}
 		if httpResp != nil && !isEventStream(httpResp.Header.Get("Content-Type")) {
 			return model.Response{}, &model.Error{

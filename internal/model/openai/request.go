@@ -47,6 +47,12 @@ func (m *Model) params(req model.Request) (sdk.ChatCompletionNewParams, error) {
 		}
 		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(def))
 	}
+	if req.Temperature != nil {
+		p.Temperature = sdk.Float(*req.Temperature)
+	}
+	if req.TopP != nil {
+		p.TopP = sdk.Float(*req.TopP)
+	}
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = m.opts.MaxTokens

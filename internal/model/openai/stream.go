@@ -34,8 +34,9 @@ func (a *accumulator) add(c sdk.ChatCompletionChunk, onText func(string)) {
 	}
 	if c.JSON.Usage.Valid() {
 		a.usage = model.Usage{
-			InputTokens:  int(c.Usage.PromptTokens),
-			OutputTokens: int(c.Usage.CompletionTokens),
+			InputTokens:     int(c.Usage.PromptTokens),
+			OutputTokens:    int(c.Usage.CompletionTokens),
+			CacheReadTokens: int(c.Usage.PromptTokensDetails.CachedTokens),
 		}
 	}
 	for _, ch := range c.Choices {
