@@ -33,8 +33,16 @@ type wakeRig struct {
 
 func newWakeRig(t *testing.T) *wakeRig {
 	t.Helper()
-	dir := t.TempDir()
 	api := fakeapi.NewOpenAI(t)
+	return newAgentRunRig(t, api, "{provider: openai, model: m, baseURL: "+api.URL+", keyOptional: true}", "")
+}
+
+// newAgentRunRig runs mcplhost run with a channel server subprocess and
+// one agent, ada, whose model is model (a YAML flow mapping) on api, and
+// whose other keys are extra (YAML lines, indented for an agent's keys).
+func newAgentRunRig(t *testing.T, api *fakeapi.Server, model, extra string) *wakeRig {
+	t.Helper()
+	dir := t.TempDir()
 	ctlPath := filepath.Join(dir, "control.json")
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(`store: ./host.db
@@ -43,8 +51,8 @@ servers:
     command: `+chanserverCommand(t, ctlPath)+`
 agents:
   - name: ada
-    model: {provider: openai, model: m, baseURL: `+api.URL+`, keyOptional: true}
-`), 0o600); err != nil {
+    model: `+model+`
+`+extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := &wakeRig{t: t, api: api}

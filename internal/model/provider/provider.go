@@ -27,9 +27,11 @@ func New(c config.ModelConfig, maxTokens int, lookup func(string) (string, bool)
 		}
 		return scripted.New(s), nil
 	case config.ProviderAnthropic:
-		return anthropic.New(anthropic.Options{Model: c.Model, APIKeyEnv: c.APIKeyEnv, LookupEnv: lookup, BaseURL: c.BaseURL, MaxTokens: maxTokens, ContextWindow: c.ContextWindow})
+		return anthropic.New(anthropic.Options{Model: c.Model, APIKeyEnv: c.APIKeyEnv, LookupEnv: lookup, BaseURL: c.BaseURL, MaxTokens: maxTokens, ContextWindow: c.ContextWindow,
+			StreamIdleTimeout: c.StreamIdleTimeout, RequestTimeout: c.RequestTimeout})
 	case config.ProviderOpenAI:
-		return openai.New(openai.Options{Model: c.Model, APIKeyEnv: c.APIKeyEnv, KeyOptional: c.KeyOptional, LookupEnv: lookup, BaseURL: c.BaseURL, MaxTokens: maxTokens, ContextWindow: c.ContextWindow})
+		return openai.New(openai.Options{Model: c.Model, APIKeyEnv: c.APIKeyEnv, KeyOptional: c.KeyOptional, LookupEnv: lookup, BaseURL: c.BaseURL, MaxTokens: maxTokens, ContextWindow: c.ContextWindow,
+			StreamIdleTimeout: c.StreamIdleTimeout, RequestTimeout: c.RequestTimeout})
 	}
 	return nil, fmt.Errorf("model provider %q is not one this host has (scripted, anthropic, openai)", c.Provider)
 }
