@@ -272,7 +272,7 @@ func (f *fitter) node(m map[string]json.RawMessage, path []string, depth int) (c
 	if req, ok := m["required"]; ok {
 		var names []string
 		if json.Unmarshal(req, &names) != nil {
-			return false, &Error{Rule: RuleRequired, Path: join(append(path, "required")), Detail: "required must be a list of property names"}
+			return false, &Error{Rule: RuleRequired, Path: join(append(slices.Clip(path), "required")), Detail: "required must be a list of property names"}
 		}
 	}
 	for _, k := range schemaKeys {

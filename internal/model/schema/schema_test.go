@@ -197,3 +197,16 @@ func TestErrorText(t *testing.T) {
 		t.Errorf("got %v, want it to say the top level", err)
 	}
 }
+
+// A hostile server's schema nested thousands deep is refused at the
+// bound, by both.
+func TestHostileDepth(t *testing.T) {
+	raw := json.RawMessage(`{"type":"object","properties":{"a":` + nest(5000) + `}}`)
+	for name, fn := range map[string]func(json.RawMessage) (json.RawMessage, error){"openai": OpenAI, "anthropic": Anthropic} {
+		_, err := fn(raw)
+		var se *Error
+		if !errors.As(err, &se) || se.Rule != RuleDepth {
+			t.Errorf("%s: got %v, want rule %s", name, err, RuleDepth)
+		}
+	}
+}
