@@ -198,9 +198,9 @@ func TestErrorText(t *testing.T) {
 	}
 }
 
-// A hostile server's schema nested two thousand deep (4,000 JSON levels; Go reads
-// JSON up to 10,000) is refused at the
-// bound, by both.
+// A hostile server's schema nested two thousand deep (4,000 JSON
+// levels; Go reads JSON up to 10,000) is refused at the depth bound, by
+// both, not walked to its end.
 func TestHostileDepth(t *testing.T) {
 	raw := json.RawMessage(`{"type":"object","properties":{"a":` + nest(2000) + `}}`)
 	for name, fn := range map[string]func(json.RawMessage) (json.RawMessage, error){"openai": OpenAI, "anthropic": Anthropic} {
