@@ -41,7 +41,9 @@
 //     Rejected (the meta-schema's rules).
 //   - required: required is not an array of strings. Rejected.
 //   - depth: schemas nest deeper than MaxDepth. Rejected, so that a
-//     hostile server's schema can't make the walk unbounded.
+//     hostile server's schema can't make the walk unbounded. (JSON
+//     nested deeper than encoding/json reads, 10,000 levels, is refused
+//     as json before the walk.)
 //
 // OpenAI only:
 //
