@@ -32,7 +32,19 @@ var fetchReferenceTool = protocol.Tool{
 	Name: ToolFetchReference,
 	Description: "Fetches the payload of a reference (the id in a stub like [ref_1_ab12] …) from the server that sent it, " +
 		"checks it, and saves it; answers with the saved file's path. max_bytes caps the fetch (default 256 MiB).",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"ref_id":{"type":"string"},"max_bytes":{"type":"integer","minimum":1}},"required":["ref_id"]}`),
+	InputSchema: fetchReferenceSchema(),
+}
+
+// fetchReferenceSchema is fetch_reference's input schema, each property
+// described as the agent reads it (host/toolschema_test.go checks that
+// both providers take it as it is).
+func fetchReferenceSchema() json.RawMessage {
+	refID, _ := json.Marshal("The reference's id, as its stub shows it: ref_1_ab12 in [ref_1_ab12].")
+	maxBytes, _ := json.Marshal("The most bytes to fetch: a reference whose stated size is over it, or whose payload turns out longer, is refused. Leave it out for the default (256 MiB).")
+	return json.RawMessage(`{"type":"object","properties":{` +
+		`"ref_id":{"type":"string","description":` + string(refID) + `},` +
+		`"max_bytes":{"type":"integer","minimum":1,"description":` + string(maxBytes) + `}},` +
+		`"required":["ref_id"]}`)
 }
 
 // fetchServer tells the fetcher a server's dialed address and token.

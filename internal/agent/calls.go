@@ -9,7 +9,7 @@ import (
 )
 
 // tools are the tools the agent is offered: those it may use, less
-// channel_open for a fork (which it can never call).
+// channel_open for a fork (which it can never call), fitted to its model.
 func (r *runner) tools() []model.Tool {
 	rd := r.reader()
 	var out []model.Tool
@@ -19,7 +19,7 @@ func (r *runner) tools() []model.Tool {
 		}
 		out = append(out, tl)
 	}
-	return out
+	return r.fitTools(out) // fit.go
 }
 
 // callTools runs one response's tool calls and returns their results, in

@@ -246,6 +246,8 @@ type Runtime struct {
 	// fork of the channel is made (at most maxEnded of them).
 	ended  map[string]Reader
 	closed bool
+
+	unfit unfitWarnings // the tools left out for their schemas, warned of once (fit.go)
 }
 
 type forkKey struct{ server, channel string }

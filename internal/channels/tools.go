@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -38,20 +39,83 @@ func IsTool(name string) bool {
 	return false
 }
 
-// Tools returns the channel tools' definitions.
+// Tools returns the channel tools' definitions. Every property of their
+// input schemas has a description, as the agent reads it with the tool,
+// and the schemas are ones both providers take as they are (the schema
+// package's rules; host/toolschema_test.go checks them).
 func Tools() []protocol.Tool {
+	channelID := prop{"channelId", "The channel's id, as channel_list shows it.", `{"type":"string"}`}
+	serverID := prop{"serverId", "The id of the channel's server, as channel_list shows it. Needed only when channels of more than one server have that id.", `{"type":"string"}`}
+	block := objectSchema("One content block, sent to the channel's server as it is: a text block has type text and its text; other MCP content types (image, audio, resource_link, resource) only where the channel's server takes them.", []prop{
+		{"type", "The block's type: text, or another MCP content type.", `{"type":"string"}`},
+		{"text", "A text block's text.", `{"type":"string"}`},
+		{"data", "An image or audio block's data, in base64.", `{"type":"string"}`},
+		{"mimeType", "An image or audio block's media type.", `{"type":"string"}`},
+	})
 	return []protocol.Tool{
 		{Name: ToolList, Description: "Lists the channels the connected servers have registered: id, type, label, direction, whether it is open, what is decided for it, and its server.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
+			InputSchema: objectSchema("", nil)},
 		{Name: ToolOpen, Description: "Opens a channel, so its traffic reaches you; your decision sticks across restarts. backscroll asks for up to that many recent messages.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"channelId":{"type":"string"},"serverId":{"type":"string"},"backscroll":{"type":"number","minimum":0,"maximum":500},"beforeMessageId":{"type":"string"}},"required":["channelId"]}`)},
+			InputSchema: objectSchema("", []prop{channelID, serverID,
+				{"backscroll", "How many of the channel's recent messages to ask its server for as it opens, up to 500. Leave it out, or give 0, for none.", `{"type":"number","minimum":0,"maximum":500}`},
+				{"beforeMessageId", "With backscroll: ask for the messages before this message, not the newest ones.", `{"type":"string"}`},
+			}, "channelId")},
 		{Name: ToolClose, Description: "Closes a channel, so its traffic stops reaching you; your decision sticks: neither policy nor a later send silently reopens it.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"channelId":{"type":"string"},"serverId":{"type":"string"}},"required":["channelId"]}`)},
+			InputSchema: objectSchema("", []prop{channelID, serverID}, "channelId")},
 		{Name: ToolDecline, Description: "Stays out of a closed channel that invited you (a message addressed you there), optionally acknowledging the message.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"channelId":{"type":"string"},"serverId":{"type":"string"},"messageId":{"type":"string"},"acknowledge":{"type":"string"}},"required":["channelId","messageId"]}`)},
+			InputSchema: objectSchema("", []prop{channelID, serverID,
+				{"messageId", "The id of the message that invited you.", `{"type":"string"}`},
+				{"acknowledge", "Words to acknowledge the message with, sent to the channel's server, which may post them; the channel stays closed. Leave it out to decline without a word.", `{"type":"string"}`},
+			}, "channelId", "messageId")},
 		{Name: ToolPublish, Description: "Posts text into a channel (opening it if it is closed). threadId names a thread, or null the channel root, where the channel declares it can place posts.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"channelId":{"type":"string"},"serverId":{"type":"string"},"threadId":{"type":["string","null"]},"text":{"type":"string"},"content":{"type":"array"}}}`)},
+			InputSchema: objectSchema("", []prop{
+				{"channelId", "The channel to post in: its id, as channel_list shows it. Nothing is sent without it, except in a conversation bound to one channel, which posts there.", `{"type":"string"}`},
+				serverID,
+				{"threadId", "Where in the channel to post: a thread's id, or null for the channel root. Only where channel_list shows the channel's publishTarget: exact takes either, root takes only null. Leave it out to post where the server puts posts.", `{"type":["string","null"]}`},
+				{"text", "The text to post. Used when content is left out or empty.", `{"type":"string"}`},
+				{"content", "Content blocks to post instead of text, sent to the channel's server as they are.", `{"type":"array","items":` + string(block) + `}`},
+			})},
 	}
+}
+
+// prop is one property of a tool's input schema: its name, its
+// description and the rest of its schema (JSON).
+type prop struct{ name, desc, def string }
+
+// objectSchema is an object schema whose properties are props, in
+// order, each with its description; desc, when not "", describes the
+// object itself. The definitions are this package's: a malformed one is
+// a bug, and panics.
+func objectSchema(desc string, props []prop, required ...string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"type":"object",`)
+	if desc != "" {
+		d, _ := json.Marshal(desc)
+		b.WriteString(`"description":` + string(d) + `,`)
+	}
+	b.WriteString(`"properties":{`)
+	for i, p := range props {
+		var def map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(p.def), &def); err != nil {
+			panic("channels: the schema of " + p.name + ": " + err.Error())
+		}
+		def["description"], _ = json.Marshal(p.desc)
+		name, _ := json.Marshal(p.name)
+		v, _ := json.Marshal(def)
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	if len(required) > 0 {
+		r, _ := json.Marshal(required)
+		b.WriteString(`,"required":` + string(r))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // Caller is who calls a channel tool.

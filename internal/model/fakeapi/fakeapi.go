@@ -14,6 +14,18 @@
 //     /v1/chat/completions). Any other path or method is answered 404 in
 //     the provider's error format and fails the test, as does a body that
 //     is not JSON; neither takes a Reply.
+//   - The tools' schemas of every request are checked as the hosted APIs
+//     check them (internal/model/schema's rules; schema.go), always: a
+//     request with a tool whose schema the provider refuses, or one the
+//     schema package would have to repair (the API refuses it as it is),
+//     is recorded, then answered HTTP 400 in the provider's format
+//     (OpenAI: "Invalid schema for function '<name>': In context=(...),
+//     ...", type invalid_request_error, param
+//     tools[<i>].function.parameters, code invalid_function_parameters;
+//     Anthropic: invalid_request_error, "tools.<i>.custom.input_schema:
+//     ..."); it takes no Reply, is not counted as answered, and
+//     SchemaRefusals lists its message. It doesn't fail the test: a host
+//     that sends such a schema is what a test may be showing.
 //   - Each request takes the next Reply, in the order requests arrive;
 //     when they run out the answer is an empty text that ends the turn.
 //     The bodies and headers of all requests (the ones that failed the
@@ -149,6 +161,8 @@ type Server struct {
 	refused []int           // the sizes of the bodies refused for the limit
 	times   []time.Time     // when each request arrived
 	quit    chan struct{}   // closed by the cleanup: stalls end
+
+	schemaRefusals []string // the messages of the requests refused for their tools' schemas (schema.go)
 }
 
 // answer is one request's reply, with what the wire formats need.
@@ -390,6 +404,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		s.t.Errorf("fakeapi: the body of request %s is not JSON: %v", s.path, err)
 		s.failure(w, http.StatusBadRequest, "the body is not JSON")
+		return
+	}
+	if s.refuseSchemas(w, body) { // schema.go
 		return
 	}
 
