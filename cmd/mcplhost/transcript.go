@@ -179,6 +179,16 @@ func (tp transcriptPrinter) event(ev agent.Event) {
 		for _, c := range ev.Calls {
 			tp.line(styleTool, "  %s calls %s %s", ev.Agent, c.Name, string(c.Args))
 		}
+	case agent.EventModelRetry, agent.EventModelFailed:
+		n, ms, wait := 0, int64(0), int64(0)
+		if a := ev.Attempt; a != nil {
+			n, ms, wait = a.N, a.Ms, a.WaitMs
+		}
+		then := fmt.Sprintf("made again in %.1f s", float64(wait)/1000)
+		if ev.Event == agent.EventModelFailed {
+			then = "not made again (" + ev.Reason + ")"
+		}
+		tp.line(styleFailed, "  %s model call attempt %d failed after %.1f s, %s: %s", ev.Agent, n, float64(ms)/1000, then, ev.Text)
 	case agent.EventTool:
 		style := styleTool
 		if ev.Outcome != "ok" {

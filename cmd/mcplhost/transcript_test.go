@@ -16,12 +16,14 @@ import (
 const sampleTranscript = `{"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"turn_start","wokenBy":[{"kind":"channel","server":"chat","channel":"general","messageId":"m1"}]}
 {"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"shown","text":"[#general (general) on chat · from alice · addressed to you · message m1]\nhello \u001b[31mred\u001b[0m"}
 {"at":"2026-12-01T10:00:00Z","agent":"ada","turn":1,"event":"typing","outcome":"start","server":"chat","channel":"general"}
+{"at":"2026-12-01T10:00:01Z","agent":"ada","turn":1,"event":"model_retry","provider":"openai","attempt":{"n":1,"ms":1500,"waitMs":2000},"text":"the model server at 127.0.0.1:9 answered HTTP 429"}
 {"at":"2026-12-01T10:00:01Z","agent":"ada","turn":1,"event":"model","stop":"tool_use","calls":[{"id":"c1","name":"channel_list","args":{}}],"usage":{"in":10,"out":2},"model":"m"}
 {"at":"2026-12-01T10:00:01Z","agent":"ada","turn":1,"event":"tool","callId":"c1","tool":"channel_list","outcome":"ok","text":"[]"}
 {"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"streamed","server":"chat","channel":"general","text":"hi alice"}
 {"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"speech","server":"chat","channel":"general","outcome":"delivered","text":"hi alice"}
 {"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"notice","text":"[delivered] Your reply was posted to #general (general)."}
 {"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"typing","outcome":"stop","server":"chat","channel":"general"}
+{"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"model_failed","provider":"openai","attempt":{"n":2,"ms":250},"reason":"not-retryable","text":"HTTP 401"}
 {"at":"2026-12-01T10:00:02Z","agent":"ada","turn":1,"event":"turn_end","reason":"end_turn"}
 {"at":"2026-12-01T10:00:03Z","agent":"bob","turn":1,"event":"turn_start","wokenBy":[{"kind":"push","server":"ci","messageId":"e1"}]}
 `
@@ -45,7 +47,9 @@ func TestTranscript(t *testing.T) {
 		" ada turn 1, woken by m1 in general on chat\n",
 		"    | [#general (general) on chat · from alice · addressed to you · message m1]\n",
 		"  ada typing start in general\n",
+		"  ada model call attempt 1 failed after 1.5 s, made again in 2.0 s: the model server at 127.0.0.1:9 answered HTTP 429\n",
 		"  ada model m: tool_use, 10 tokens in, 2 out\n",
+		"  ada model call attempt 2 failed after 0.2 s, not made again (not-retryable): HTTP 401\n",
 		"  ada calls channel_list {}\n",
 		"  ada channel_list: ok: []\n",
 		"  ada streamed to general: hi alice\n",
