@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -46,8 +47,8 @@ func TestRunProviders(t *testing.T) {
 				// m5: the next message is answered.
 				fakeapi.Reply{Text: "fifth answer"},
 			)
-			model := "{provider: " + tc.provider + ", model: m, baseURL: " + api.URL + ", apiKeyEnv: STANDIN_KEY, streamIdleTimeout: 1s, retry: {attempts: 4, maxElapsed: 1m}}"
-			r := newAgentRunRig(t, api, model, "    wake: {debounce: 0s}\n")
+			model := "{provider: " + tc.provider + ", model: m, baseURL: " + api.URL + ", apiKeyEnv: STANDIN_KEY, temperature: 0.5, topP: 0.9, streamIdleTimeout: 1s, retry: {attempts: 4, maxElapsed: 1m}}"
+			r := newAgentRunRig(t, api, model, "    system: You are Ada, in a chat room.\n    wake: {debounce: 0s}\n")
 
 			said := func(id string) []string {
 				t.Helper()
@@ -74,6 +75,17 @@ func TestRunProviders(t *testing.T) {
 			answered("m1", "first answer", 1)
 			if refused := api.SchemaRefusals(); len(refused) != 0 {
 				t.Fatalf("the stand-in refused the host's tools: %q", refused)
+			}
+			var first struct {
+				Temperature *float64 `json:"temperature"`
+				TopP        *float64 `json:"top_p"`
+			}
+			json.Unmarshal(api.Requests()[0], &first)
+			if first.Temperature == nil || *first.Temperature != 0.5 || first.TopP == nil || *first.TopP != 0.9 {
+				t.Errorf("the request's temperature and top_p: %v %v, want 0.5 and 0.9", first.Temperature, first.TopP)
+			}
+			if tc.provider == "anthropic" && strings.Count(string(api.Requests()[0]), `"cache_control":{"type":"ephemeral"}`) != 2 {
+				t.Errorf("the Anthropic request marks %d cache breakpoints, want 2 (the tools, the system prompt):\n%s", strings.Count(string(api.Requests()[0]), `"cache_control"`), api.Requests()[0])
 			}
 
 			began := time.Now()

@@ -470,7 +470,7 @@ func (m *Model) callError(ctx, actx context.Context, err error, key string) erro
 	var stall *idle.StallError
 	if errors.As(err, &stall) {
 		return &model.Error{
-			Text: fmt.Sprintf("The answer of the model provider %q stalled: no data came for %s (Options.StreamIdleTimeout), so the call was stopped; retrying may work.",
+			Text: fmt.Sprintf("The answer of the model provider %q stalled: no data came for %s (the model's streamIdleTimeout), so the call was stopped; retrying may work.",
 				Vendor, idle.Words(stall.Idle)),
 			Retryable: true,
 			Err:       err,
@@ -478,7 +478,7 @@ func (m *Model) callError(ctx, actx context.Context, err error, key string) erro
 	}
 	if errors.Is(context.Cause(actx), errRequestTimeout) {
 		return &model.Error{
-			Text: fmt.Sprintf("The call to the model provider %q took longer than %s (Options.RequestTimeout), so it was stopped; retrying may work.",
+			Text: fmt.Sprintf("The call to the model provider %q took longer than %s (the model's requestTimeout), so it was stopped; retrying may work.",
 				Vendor, idle.Words(m.opts.RequestTimeout)),
 			Retryable: true,
 			Err:       fmt.Errorf("%w: %w", errRequestTimeout, err),

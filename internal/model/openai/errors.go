@@ -56,7 +56,7 @@ func (m *Model) classify(ctx, actx context.Context, err error, res *http.Respons
 	var stall *idle.StallError
 	if errors.As(err, &stall) {
 		return &model.Error{
-			Text: fmt.Sprintf("the answer from %s stalled: no data came for %s (Options.StreamIdleTimeout), so the call was stopped; retrying may work",
+			Text: fmt.Sprintf("the answer from %s stalled: no data came for %s (the model's streamIdleTimeout), so the call was stopped; retrying may work",
 				m.who, idle.Words(stall.Idle)),
 			Retryable: true,
 			Err:       err,
@@ -64,7 +64,7 @@ func (m *Model) classify(ctx, actx context.Context, err error, res *http.Respons
 	}
 	if errors.Is(context.Cause(actx), errRequestTimeout) {
 		return &model.Error{
-			Text: fmt.Sprintf("the call to %s took longer than %s (Options.RequestTimeout), so it was stopped; retrying may work",
+			Text: fmt.Sprintf("the call to %s took longer than %s (the model's requestTimeout), so it was stopped; retrying may work",
 				m.who, idle.Words(m.opts.RequestTimeout)),
 			Retryable: true,
 			Err:       fmt.Errorf("%w: %w", errRequestTimeout, err),
