@@ -259,6 +259,10 @@ func TestDemoProviders(t *testing.T) {
 					t.Errorf("the demo did not show %q:\n%s", want, text)
 				}
 			}
+			// The stand-in checks tool schemas as the hosted API does.
+			if refused := api.SchemaRefusals(); len(refused) != 0 {
+				t.Errorf("the stand-in refused the demo's tools: %q", refused)
+			}
 			reqs := api.Requests()
 			if len(reqs) < 6 {
 				t.Errorf("the model was asked %d times, want 6 or more (one in the first turn, two in the second, one each in the thread's and the DM's, one or two in the last)", len(reqs))
