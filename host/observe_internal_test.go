@@ -84,3 +84,57 @@ mcpl_agent_messages_total{agent="ada",server="chat",treatment="wake"} 1
 		t.Error(err)
 	}
 }
+
+// Model calls are counted from the transcript's model, model_retry and
+// model_failed events: each attempt by outcome, the retries, and the
+// tokens by provider and direction, the cache's included.
+func TestActivityModelCalls(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, func() metrics.Snapshot { return metrics.Snapshot{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := activity{metrics: m}
+	a.record(agent.Event{Agent: "ada", Event: agent.EventModelRetry, Provider: "anthropic", Attempt: &agent.Attempt{N: 1, Ms: 200, WaitMs: 1000}})
+	a.record(agent.Event{Agent: "ada", Event: agent.EventModel, Provider: "anthropic", Attempt: &agent.Attempt{N: 2, Ms: 1500},
+		Usage: &agent.UsageLine{In: 10, Out: 3, CacheRead: 900, CacheWrite: 50}})
+	a.record(agent.Event{Agent: "ada", Event: agent.EventModelFailed, Provider: "anthropic", Attempt: &agent.Attempt{N: 1, Ms: 60000}, Reason: "not-retryable"})
+	want := `
+# HELP mcpl_model_calls_total Model call attempts, by agent, provider and outcome (ok, or error: the attempt failed, whether it was made again or not).
+# TYPE mcpl_model_calls_total counter
+mcpl_model_calls_total{agent="ada",outcome="error",provider="anthropic"} 2
+mcpl_model_calls_total{agent="ada",outcome="ok",provider="anthropic"} 1
+# HELP mcpl_model_retries_total Model call attempts that failed and were made again, by agent and provider.
+# TYPE mcpl_model_retries_total counter
+mcpl_model_retries_total{agent="ada",provider="anthropic"} 1
+# HELP mcpl_model_tokens_total Model tokens, by agent, provider and direction (in: read by the model; out: written; cache_read and cache_write: input tokens read from and written to the provider's prompt cache, where it says).
+# TYPE mcpl_model_tokens_total counter
+mcpl_model_tokens_total{agent="ada",direction="cache_read",provider="anthropic"} 900
+mcpl_model_tokens_total{agent="ada",direction="cache_write",provider="anthropic"} 50
+mcpl_model_tokens_total{agent="ada",direction="in",provider="anthropic"} 10
+mcpl_model_tokens_total{agent="ada",direction="out",provider="anthropic"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpl_model_calls_total", "mcpl_model_retries_total", "mcpl_model_tokens_total"); err != nil {
+		t.Error(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var observed uint64
+	for _, f := range fams {
+		if f.GetName() == "mcpl_model_call_duration_seconds" {
+			for _, mm := range f.GetMetric() {
+				observed += mm.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if observed != 3 {
+		t.Errorf("%d attempts timed, want 3", observed)
+	}
+	st := AgentState{Name: "ada"}
+	a.fill(&st)
+	if len(st.Recent) != 3 || st.Recent[2].Event != agent.EventModelFailed || st.Recent[2].Reason != "not-retryable" {
+		t.Errorf("recent events %+v, want the failure last, with its reason, for the status page", st.Recent)
+	}
+}
