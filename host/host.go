@@ -150,9 +150,13 @@ type Host struct {
 	// them back, so that a call to one reads that it is gone rather than
 	// that no such tool exists. A connect of the id, or of a prefix that
 	// meets one here, takes it out.
-	gone   map[string]string
-	order  []string // ids in the order they were configured or connected
-	closed bool
+	gone  map[string]string
+	order []string // ids in the order they were configured or connected
+	// records are every server configured or connected, registered or
+	// not, until Disconnect; listed their ids in order (serverrecord.go).
+	records map[string]*serverRecord
+	listed  []string
+	closed  bool
 	// agents are the agents Start started; nil when none.
 	agents *agentSet
 
@@ -195,6 +199,7 @@ func New(opts Options) (*Host, error) {
 		prefixes:   map[string]string{},
 		gone:       map[string]string{},
 		connected:  map[string]time.Time{},
+		records:    map[string]*serverRecord{},
 		settled:    make(chan struct{}),
 	}
 	st := opts.Store
@@ -373,6 +378,7 @@ func (h *Host) markLocked(cfg config.Server) {
 	h.inflight.Add(1)
 	h.connecting[cfg.ID] = true
 	h.prefixes[cfg.ID] = cfg.ToolPrefix
+	h.enterLocked(cfg.ID, StateConnecting).prefix = cfg.ToolPrefix
 	delete(h.gone, cfg.ID)
 	for id, p := range h.gone {
 		if config.PrefixesMeet(p, cfg.ToolPrefix) {
@@ -410,6 +416,9 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 	if err != nil || h.closed {
 		h.leaveLocked(cfg.ID)
 		closed := h.closed
+		if err != nil && !closed {
+			h.failLocked(cfg.ID, StateFailed, err.Error())
+		}
 		h.mu.Unlock()
 		if err == nil {
 			sess.Close()
@@ -425,13 +434,21 @@ func (h *Host) connectMarked(ctx context.Context, cfg config.Server) error {
 		// The connection ended for good before the server could be
 		// registered: it would sit in the registry dead.
 		h.leaveLocked(cfg.ID)
+		err := fmt.Errorf("MCPL server %q: the connection ended as soon as it was made", cfg.ID)
+		h.failLocked(cfg.ID, StateDisconnected, err.Error())
 		h.mu.Unlock()
 		sess.Close()
 		sess.Wait()
-		return fmt.Errorf("MCPL server %q: the connection ended as soon as it was made", cfg.ID)
+		return err
 	}
 	srv.sess = sess
 	h.servers[cfg.ID] = srv
+	if sess.State().Connected {
+		h.enterLocked(cfg.ID, StateConnected)
+	} else {
+		// Its first connect failed, and the session redials.
+		h.enterLocked(cfg.ID, StateReconnecting)
+	}
 	h.mu.Unlock()
 	// The first listing is done before Connect returns, so the server's
 	// tools are there for the next call. A session still retrying its
@@ -467,6 +484,9 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		OnConnect: func(s *session.Session) {
 			h.mu.Lock()
 			h.connected[cfg.ID] = time.Now()
+			if h.servers[cfg.ID] == srv {
+				h.enterLocked(cfg.ID, StateConnected)
+			}
 			h.mu.Unlock()
 			h.warnUnhonoured(cfg, s)
 			h.acceptSuggestions(cfg, s)
@@ -487,6 +507,9 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		OnDisconnect: func(s *session.Session, willReconnect bool) {
 			h.mu.Lock()
 			delete(h.connected, cfg.ID)
+			if willReconnect && h.servers[cfg.ID] == srv {
+				h.failLocked(cfg.ID, StateReconnecting, "the connection was lost; reconnecting")
+			}
 			h.mu.Unlock()
 			// The server's registrations end with its connection; after a
 			// reconnect it registers them again. Decisions stay.
@@ -510,6 +533,15 @@ func (h *Host) warnUnhonoured(cfg config.Server, s *session.Session) {
 
 // dial opens a server's stream: its process, or its WebSocket.
 func (h *Host) dial(ctx context.Context, cfg config.Server) (transport.Stream, error) {
+	s, err := h.dialOnce(ctx, cfg)
+	if err != nil {
+		h.noteFailure(cfg.ID, err)
+	}
+	return s, err
+}
+
+// dialOnce is dial without noting a failure in the server's record.
+func (h *Host) dialOnce(ctx context.Context, cfg config.Server) (transport.Stream, error) {
 	if cfg.URL == "" {
 		return transport.Spawn(command(cfg), transport.StdioOptions{Logger: h.log.With("server", cfg.ID)})
 	}
@@ -536,6 +568,8 @@ func (h *Host) dropIfCurrent(srv *server) {
 	if h.servers[srv.cfg.ID] == srv {
 		delete(h.servers, srv.cfg.ID)
 		h.leaveLocked(srv.cfg.ID)
+		h.failLocked(srv.cfg.ID, StateDisconnected, "the connection ended, and it will not reconnect")
+		h.records[srv.cfg.ID].reconnects = srv.sess.Reconnects()
 		h.log.Info("server left the registry: its connection ended and it will not reconnect", "server", srv.cfg.ID)
 	}
 }
@@ -602,6 +636,7 @@ func (h *Host) Disconnect(id string) error {
 	delete(h.servers, id)
 	delete(h.connected, id) // its OnDisconnect doesn't run for a Close
 	h.leaveLocked(id)
+	h.forgetLocked(id)
 	h.mu.Unlock()
 	srv.sess.Close()
 	srv.sess.Wait()

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/agent"
 	"github.com/mcpl-go/mcpl/internal/metrics"
 )
@@ -15,6 +16,9 @@ import (
 // TranscriptEvent is one event of an agent's transcript
 // (docs/transcript.md).
 type TranscriptEvent = agent.Event
+
+// Wake is one thing that woke an agent for a turn.
+type Wake = agent.Wake
 
 // RecentEvents is how many of each agent's latest transcript events
 // Agents keeps.
@@ -129,8 +133,16 @@ type AgentState struct {
 	// TokensIn and TokensOut its model's tokens.
 	Turns               int64
 	TokensIn, TokensOut int64
-	// InTurn: a turn has started and not ended.
-	InTurn bool
+	// InTurn: a turn has started and not ended. Then Turn is its
+	// number, TurnStartedAt when it started (its turn_start event) and
+	// WokenBy what woke the agent for it.
+	InTurn        bool
+	Turn          int64
+	TurnStartedAt time.Time
+	WokenBy       []agent.Wake
+	// TurnDeadline is how long a turn may run before the host reads as
+	// unhealthy (TurnDeadline the function says how it is chosen).
+	TurnDeadline time.Duration
 	// LastEvent is when its latest transcript event happened.
 	LastEvent time.Time
 	// Recent are its latest transcript events, oldest first (at most
@@ -151,10 +163,35 @@ func (h *Host) Agents() []AgentState {
 		if a.Model.Model != "" {
 			st.Model += " " + a.Model.Model
 		}
+		st.TurnDeadline = TurnDeadline(a.Model)
 		h.activity.fill(&st)
 		out = append(out, st)
 	}
 	return out
+}
+
+// MinTurnDeadline is the least TurnDeadline gives.
+const MinTurnDeadline = 15 * time.Minute
+
+// TurnDeadline is how long one of m's agent's turns may run before the
+// status server's /healthz reads it as stuck: the longest its model may
+// legitimately take over one call, every attempt at its requestTimeout
+// (requestTimeout × retry.attempts, the defaults 10m × 4 = 40m), and no
+// less than MinTurnDeadline. A turn makes more than one model call, and
+// tool calls between them, so this does not bound a turn; but a turn past
+// it has at least spent a whole call's retries' worth of time, which a
+// healthy agent does not, and an operator should look. A deadline from
+// the config rather than a fixed one keeps an agent on a slow model, given
+// a long requestTimeout on purpose, from reading unhealthy.
+func TurnDeadline(m config.ModelConfig) time.Duration {
+	timeout, attempts := m.RequestTimeout, m.Retry.Attempts
+	if timeout <= 0 {
+		timeout = config.DefaultModelRequestTimeout
+	}
+	if attempts <= 0 {
+		attempts = config.DefaultRetryAttempts
+	}
+	return max(MinTurnDeadline, timeout*time.Duration(attempts))
 }
 
 // activity keeps what each agent did, from its transcript events.
@@ -168,6 +205,9 @@ type activity struct {
 type agentActivity struct {
 	turns, in, out int64
 	inTurn         bool
+	turn           int64
+	turnStarted    time.Time
+	wokenBy        []agent.Wake
 	recent         []TranscriptEvent // a ring of RecentEvents, from next
 	next           int
 }
@@ -186,10 +226,10 @@ func (a *activity) record(ev agent.Event) {
 	}
 	switch ev.Event {
 	case agent.EventTurnStart:
-		g.inTurn = true
+		g.inTurn, g.turn, g.turnStarted, g.wokenBy = true, ev.Turn, ev.At, ev.WokenBy
 	case agent.EventTurnEnd:
 		g.turns++
-		g.inTurn = false
+		g.inTurn, g.turn, g.turnStarted, g.wokenBy = false, 0, time.Time{}, nil
 		a.metrics.Turn(ev.Agent, ev.Reason)
 	case agent.EventTreated:
 		for _, c := range ev.Treated {
@@ -231,30 +271,39 @@ func (a *activity) fill(st *AgentState) {
 		return
 	}
 	st.Turns, st.TokensIn, st.TokensOut, st.InTurn = g.turns, g.in, g.out, g.inTurn
+	st.Turn, st.TurnStartedAt, st.WokenBy = g.turn, g.turnStarted, append([]agent.Wake(nil), g.wokenBy...)
 	st.Recent = append(append(make([]TranscriptEvent, 0, len(g.recent)), g.recent[g.next:]...), g.recent[:g.next]...)
 	st.LastEvent = st.Recent[len(st.Recent)-1].At // the newest; a recorded agent has one
 }
 
-// metricsSnapshot is what a metrics scrape reads.
+// metricsSnapshot is what a metrics scrape reads: every server Servers
+// lists, so that one that failed or whose connection ended for good still
+// reads mcpl_server_connected 0 (and its state) rather than vanishing.
 func (h *Host) metricsSnapshot() metrics.Snapshot {
+	type entry struct {
+		id         string
+		srv        *server
+		connecting bool
+		rec        *serverRecord
+	}
 	h.mu.Lock()
-	var live []*server
-	for _, id := range h.order {
-		if srv := h.servers[id]; srv != nil {
-			live = append(live, srv)
-		}
+	var es []entry
+	for _, id := range h.listed {
+		es = append(es, entry{id, h.servers[id], h.connecting[id], h.recordCopyLocked(id)})
 	}
 	h.mu.Unlock()
-	snap := metrics.Snapshot{Servers: make([]metrics.Server, len(live))}
-	byID := make(map[string]*metrics.Server, len(live))
-	for i, srv := range live {
-		snap.Servers[i] = metrics.Server{
-			ID:         srv.cfg.ID,
-			Connected:  srv.sess.Connected(),
-			Queued:     srv.sess.Queued(),
-			Reconnects: srv.sess.Reconnects(),
+	snap := metrics.Snapshot{Servers: make([]metrics.Server, len(es))}
+	byID := make(map[string]*metrics.Server, len(es))
+	for i, e := range es {
+		s := metrics.Server{ID: e.id, State: stateName(e.srv, e.connecting, e.rec)}
+		if e.rec != nil {
+			s.LastErrorAt, s.Reconnects = e.rec.lastErrorAt, e.rec.reconnects
 		}
-		byID[srv.cfg.ID] = &snap.Servers[i]
+		if e.srv != nil {
+			s.Connected, s.Queued, s.Reconnects = e.srv.sess.Connected(), e.srv.sess.Queued(), e.srv.sess.Reconnects()
+		}
+		snap.Servers[i] = s
+		byID[e.id] = &snap.Servers[i]
 	}
 	for _, l := range h.channels.Channels() {
 		if s := byID[l.ServerID]; s != nil {

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"time"
+
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/protocol"
 )
@@ -16,6 +18,15 @@ type ServerState struct {
 	Connected bool
 	// Reconnecting: it will reconnect after a drop.
 	Reconnecting bool
+	// State is one of StateConnecting, StateConnected, StateReconnecting,
+	// StateDisconnected and StateFailed (serverrecord.go says when);
+	// Since when it was entered. LastError is the latest failure seen
+	// (a dial or connect that failed, a connection lost), LastErrorAt
+	// when; both stay once the server is connected again.
+	State       string
+	Since       time.Time
+	LastError   string
+	LastErrorAt time.Time
 	// ServerInfo is from the current connection's initialize; nil when
 	// the server gave none.
 	ServerInfo *protocol.Implementation
@@ -36,29 +47,54 @@ type ServerState struct {
 }
 
 // Server returns the state of the server with id, registered or
-// connecting, and whether there is one.
+// connecting, and whether there is one. A server out of the registry
+// (failed, disconnected) is not returned here; Servers lists it.
 func (h *Host) Server(id string) (ServerState, bool) {
-	h.mu.Lock()
-	srv, connecting, prefix := h.servers[id], h.connecting[id], h.prefixes[id]
-	h.mu.Unlock()
-	switch {
-	case srv != nil:
-		return stateOf(srv), true
-	case connecting:
-		return ServerState{ID: id, ToolPrefix: prefix, Connecting: true}, true
-	}
-	return ServerState{}, false
+	st, in := h.serverState(id)
+	return st, in == foundRegistered
 }
 
-// Servers returns the state of every server registered or connecting, in
-// the order they were configured or connected.
+// Where serverState found a server.
+const (
+	foundNone       = iota
+	foundRegistered // registered or connecting
+	foundRecord     // only its record: failed or disconnected
+)
+
+// serverState is id's state, registered or not, and where the host has
+// it.
+func (h *Host) serverState(id string) (ServerState, int) {
+	h.mu.Lock()
+	srv, connecting, prefix, rec := h.servers[id], h.connecting[id], h.prefixes[id], h.recordCopyLocked(id)
+	h.mu.Unlock()
+	var st ServerState
+	in := foundRegistered
+	switch {
+	case srv != nil:
+		st = stateOf(srv)
+	case connecting:
+		st = ServerState{ID: id, ToolPrefix: prefix, Connecting: true}
+	case rec != nil:
+		st, in = ServerState{ID: id}, foundRecord
+	default:
+		return ServerState{}, foundNone
+	}
+	st.State = stateName(srv, connecting, rec)
+	fillRecord(&st, rec)
+	return st, in
+}
+
+// Servers returns the state of every server configured or connected, in
+// the order they were first configured or connected: those registered or
+// connecting, and those whose connect failed or whose connection ended
+// for good (State says which), until Disconnect removes one.
 func (h *Host) Servers() []ServerState {
 	h.mu.Lock()
-	ids := append([]string(nil), h.order...)
+	ids := append([]string(nil), h.listed...)
 	h.mu.Unlock()
 	out := make([]ServerState, 0, len(ids))
 	for _, id := range ids {
-		if st, ok := h.Server(id); ok {
+		if st, in := h.serverState(id); in != foundNone {
 			out = append(out, st)
 		}
 	}

@@ -35,7 +35,16 @@ type Server struct {
 	Reconnects int64 // since the host started
 	Channels   int   // registered now
 	Open       int   // of those, open now
+	// State is its state (host.ServerStates); LastErrorAt when its last
+	// failure was seen, zero for none.
+	State       string
+	LastErrorAt time.Time
 }
+
+// ServerStates are the values of mcpl_server_state's state label, each
+// server having a series for every one (1 for its state, 0 for the rest),
+// so that a query need not know which states exist. host.ServerStates.
+var ServerStates = []string{"connecting", "connected", "reconnecting", "disconnected", "failed"}
 
 // Metrics are the instruments. A nil *Metrics counts nothing.
 type Metrics struct {
@@ -248,6 +257,7 @@ func MethodLabel(method string) string {
 type live struct {
 	snapshot                                     func() Snapshot
 	up, queued, reconnects, registered, openDesc *prometheus.Desc
+	state, lastError                             *prometheus.Desc
 }
 
 func liveCollector(snapshot func() Snapshot) *live {
@@ -259,11 +269,13 @@ func liveCollector(snapshot func() Snapshot) *live {
 		reconnects: prometheus.NewDesc("mcpl_reconnects_total", "Reconnects to the server after a drop.", server, nil),
 		registered: prometheus.NewDesc("mcpl_channels_registered", "The server's channels registered now.", server, nil),
 		openDesc:   prometheus.NewDesc("mcpl_channels_open", "The server's channels open now.", server, nil),
+		state:      prometheus.NewDesc("mcpl_server_state", "1 for the server's state now, 0 for its other states.", []string{"server", "state"}, nil),
+		lastError:  prometheus.NewDesc("mcpl_server_last_error_timestamp_seconds", "When the server's last failure (a connect, dial or dropped connection) was seen, in Unix seconds; 0 for none.", server, nil),
 	}
 }
 
 func (l *live) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{l.up, l.queued, l.reconnects, l.registered, l.openDesc} {
+	for _, d := range []*prometheus.Desc{l.up, l.queued, l.reconnects, l.registered, l.openDesc, l.state, l.lastError} {
 		ch <- d
 	}
 }
@@ -279,5 +291,17 @@ func (l *live) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(l.reconnects, prometheus.CounterValue, float64(s.Reconnects), s.ID)
 		ch <- prometheus.MustNewConstMetric(l.registered, prometheus.GaugeValue, float64(s.Channels), s.ID)
 		ch <- prometheus.MustNewConstMetric(l.openDesc, prometheus.GaugeValue, float64(s.Open), s.ID)
+		for _, st := range ServerStates {
+			v := 0.0
+			if st == s.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(l.state, prometheus.GaugeValue, v, s.ID, st)
+		}
+		at := 0.0
+		if !s.LastErrorAt.IsZero() {
+			at = float64(s.LastErrorAt.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(l.lastError, prometheus.GaugeValue, at, s.ID)
 	}
 }
