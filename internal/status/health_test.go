@@ -44,19 +44,19 @@ func getPath(t *testing.T, srv *httptest.Server, path string) (int, string) {
 }
 
 // /healthz is 503 while the store fails, saying since when and why, and
-// 200 "ok" again after; /api/store says the same as JSON. A Host that
+// {"status":"ok"} again after; /api/store says the same as JSON. A Host that
 // reports no store health is ok.
 func TestHealthzReportsAFailingStore(t *testing.T) {
 	st := &host.StoreState{}
 	srv := httptest.NewServer(status.Handler(healthHost{bareHost{st}}, prometheus.NewRegistry()))
 	defer srv.Close()
-	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz with the store writing = %d %q", code, body)
 	}
 	since := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
 	*st = host.StoreState{Failing: true, Since: since, FailedWrites: 3, LastError: "database or disk is full (13)"}
 	code, body := getPath(t, srv, "/healthz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store failing since 2026-12-02T01:02:03Z: 3 writes failed") || !strings.Contains(body, "database or disk is full (13)") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `{"store":"failing","since":"2026-12-02T01:02:03Z","lastError":"database or disk is full (13)","failedWrites":3,"why":"the store's writes fail: 3 writes failed`) {
 		t.Errorf("/healthz with the store failing = %d %q", code, body)
 	}
 	_, js := getPath(t, srv, "/api/store")
@@ -69,7 +69,7 @@ func TestHealthzReportsAFailingStore(t *testing.T) {
 	}
 	rec := since.Add(time.Minute)
 	*st = host.StoreState{Recovered: rec}
-	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, srv, "/healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz after recovery = %d %q", code, body)
 	}
 	if _, js := getPath(t, srv, "/api/store"); strings.TrimSpace(js) != `{"state":"ok","recovered":"2026-12-02T01:03:03Z"}` {
@@ -78,7 +78,7 @@ func TestHealthzReportsAFailingStore(t *testing.T) {
 
 	plain := httptest.NewServer(status.Handler(bareHost{}, prometheus.NewRegistry()))
 	defer plain.Close()
-	if code, body := getPath(t, plain, "/healthz"); code != 200 || body != "ok\n" {
+	if code, body := getPath(t, plain, "/healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz of a host with no store health = %d %q", code, body)
 	}
 }

@@ -112,7 +112,7 @@ func TestListenOneFamily(t *testing.T) {
 		}
 		reach := net.JoinHostPort(tc.reach, port)
 		for _, h := range []string{srv.Addr(), reach} {
-			if code, body := getHost(t, "http://"+reach+"/healthz", h); code != http.StatusOK || body != "ok\n" {
+			if code, body := getHost(t, "http://"+reach+"/healthz", h); code != http.StatusOK || body != `{"status":"ok"}`+"\n" {
 				t.Errorf("%s: /healthz over %s with Host %q: %d %q, want 200 ok", tc.listen, reach, h, code, body)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mcpl-go/mcpl/host"
+	"github.com/mcpl-go/mcpl/internal/buildinfo"
 )
 
 // The JSON the API serves (docs/status.md). Lists are never null.
@@ -12,9 +13,15 @@ import (
 type ServerView struct {
 	ID         string `json:"id"`
 	ToolPrefix string `json:"toolPrefix"`
-	// State is "connecting", "connected", "reconnecting" or
-	// "disconnected".
+	// State is "connecting", "connected", "reconnecting",
+	// "disconnected" or "failed" (host.ServerStates); Since when it was
+	// entered. LastError is the latest failure seen (a connect or dial
+	// that failed, a lost connection), LastErrorAt when; they stay once
+	// it is connected again.
 	State       string       `json:"state"`
+	Since       time.Time    `json:"since,omitzero"`
+	LastError   string       `json:"lastError,omitempty"`
+	LastErrorAt time.Time    `json:"lastErrorAt,omitzero"`
 	Name        string       `json:"name,omitempty"` // its serverInfo
 	Version     string       `json:"version,omitempty"`
 	MCPL        string       `json:"mcpl,omitempty"`   // the MCPL version it advertised
@@ -41,7 +48,8 @@ type FeatureSet struct {
 func servers(in []host.ServerState) []ServerView {
 	out := []ServerView{}
 	for _, s := range in {
-		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Policy: string(s.Policy), Reason: s.PolicyReason,
+		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Since: utc(s.Since), LastError: s.LastError, LastErrorAt: utc(s.LastErrorAt),
+			Policy: string(s.Policy), Reason: s.PolicyReason,
 			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}}
 		if s.ServerInfo != nil {
 			v.Name, v.Version = s.ServerInfo.Name, s.ServerInfo.Version
@@ -61,6 +69,9 @@ func servers(in []host.ServerState) []ServerView {
 }
 
 func serverState(s host.ServerState) string {
+	if s.State != "" {
+		return s.State
+	}
 	switch {
 	case s.Connecting:
 		return "connecting"
@@ -124,23 +135,57 @@ func channels(in []host.ChannelState) []ChannelView {
 
 // AgentView is one entry of /api/agents.
 type AgentView struct {
-	Name      string                 `json:"name"`
-	Model     string                 `json:"model"`
-	Turns     int64                  `json:"turns"`
-	TokensIn  int64                  `json:"tokensIn"`
-	TokensOut int64                  `json:"tokensOut"`
-	InTurn    bool                   `json:"inTurn"`
-	LastEvent time.Time              `json:"lastEvent,omitzero"`
-	Recent    []host.TranscriptEvent `json:"recent"` // oldest first
+	Name      string `json:"name"`
+	Model     string `json:"model"`
+	Turns     int64  `json:"turns"`
+	TokensIn  int64  `json:"tokensIn"`
+	TokensOut int64  `json:"tokensOut"`
+	InTurn    bool   `json:"inTurn"`
+	// While InTurn: Turn is its number, TurnStartedAt when it started,
+	// TurnMs how long it has run (by the host's clock, so the page needs
+	// no clock of its own), WokenBy what woke the agent for it.
+	Turn          int64       `json:"turn,omitempty"`
+	TurnStartedAt time.Time   `json:"turnStartedAt,omitzero"`
+	TurnMs        int64       `json:"turnMs,omitempty"`
+	WokenBy       []host.Wake `json:"wokenBy,omitempty"`
+	// TurnDeadlineMs is how long a turn may run before /healthz reads
+	// it as stuck (host.TurnDeadline).
+	TurnDeadlineMs int64                  `json:"turnDeadlineMs,omitempty"`
+	LastEvent      time.Time              `json:"lastEvent,omitzero"`
+	Recent         []host.TranscriptEvent `json:"recent"` // oldest first
 }
 
-func agents(in []host.AgentState, recent int) []AgentView {
+func agents(in []host.AgentState, recent int, now time.Time) []AgentView {
 	out := []AgentView{}
 	for _, a := range in {
-		out = append(out, AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
-			LastEvent: utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)})
+		v := AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
+			TurnDeadlineMs: a.TurnDeadline.Milliseconds(),
+			LastEvent:      utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
+		if a.InTurn {
+			v.Turn, v.TurnStartedAt, v.WokenBy = a.Turn, utc(a.TurnStartedAt), a.WokenBy
+			if !a.TurnStartedAt.IsZero() {
+				v.TurnMs = max(0, now.Sub(a.TurnStartedAt).Milliseconds())
+			}
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// HostView is /api/host: the build running (buildinfo), when the status
+// server started (with the host, in mcplhost run) and for how long,
+// whether the host is ready (/readyz) and healthy (/healthz's status).
+type HostView struct {
+	Version       string    `json:"version"`
+	Started       time.Time `json:"started"`
+	UptimeSeconds int64     `json:"uptimeSeconds"`
+	Ready         bool      `json:"ready"`
+	Health        string    `json:"health"`
+}
+
+func hostView(h Host, started, now time.Time) HostView {
+	return HostView{Version: buildinfo.Get().String(), Started: started.UTC(), UptimeSeconds: int64(now.Sub(started).Seconds()),
+		Ready: ready(h), Health: health(h, now).Status}
 }
 
 // utc is t in UTC, the zero time left zero (so omitzero leaves it out).

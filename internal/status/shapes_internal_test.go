@@ -20,8 +20,8 @@ func TestShapesTimes(t *testing.T) {
 	}{
 		{channels([]host.ChannelState{{Server: "s", ID: "c"}}), "", "decidedAt"},
 		{channels([]host.ChannelState{{Server: "s", ID: "c", DecidedAt: at}}), `"decidedAt":"2026-12-01T03:34:12Z"`, "decidedAt"},
-		{agents([]host.AgentState{{Name: "ada"}}, 10), "", "lastEvent"},
-		{agents([]host.AgentState{{Name: "ada", LastEvent: at}}, 10), `"lastEvent":"2026-12-01T03:34:12Z"`, "lastEvent"},
+		{agents([]host.AgentState{{Name: "ada"}}, 10, time.Now()), "", "lastEvent"},
+		{agents([]host.AgentState{{Name: "ada", LastEvent: at}}, 10, time.Now()), `"lastEvent":"2026-12-01T03:34:12Z"`, "lastEvent"},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {

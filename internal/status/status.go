@@ -49,8 +49,18 @@ func Handler(h Host, g prometheus.Gatherer) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
 		w.Write(page)
 	})
+	started := time.Now()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		healthz(w, h)
+		healthz(w, h, time.Now())
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		readyz(w, h)
+	})
+	mux.HandleFunc("GET /api/{$}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, Endpoints)
+	})
+	mux.HandleFunc("GET /api/host", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, hostView(h, started, time.Now()))
 	})
 	mux.HandleFunc("GET /api/store", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, storeView(h))
@@ -72,12 +82,14 @@ func Handler(h Host, g prometheus.Gatherer) http.Handler {
 			}
 			n = min(k, host.RecentEvents)
 		}
-		writeJSON(w, agents(h.Agents(), n))
+		writeJSON(w, agents(h.Agents(), n, time.Now()))
 	})
 	return mux
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeJSONCode(w, http.StatusOK, v) }
+
+func writeJSONCode(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -85,7 +97,28 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	w.Write(append(b, '\n'))
+}
+
+// Endpoint is one entry of /api/: a path and what it serves.
+type Endpoint struct {
+	Path string `json:"path"`
+	What string `json:"what"`
+}
+
+// Endpoints are what /api/ lists: every path the status server serves.
+var Endpoints = []Endpoint{
+	{"/", "the status page"},
+	{"/healthz", "200 while every server is connected, no turn is past its deadline and the store writes; else 503 naming each reason"},
+	{"/readyz", "200 once the host has started (store replayed, first connects ended); 503 before"},
+	{"/metrics", "Prometheus metrics"},
+	{"/api/", "this list"},
+	{"/api/host", "the build running, when it started and its uptime, health and readiness"},
+	{"/api/servers", "every configured server: state, since when, last error, implementation, policy, grant, feature sets"},
+	{"/api/channels", "every channel registered or decided on: the decision and its state on its server"},
+	{"/api/agents", "every agent: model, turns, tokens, the turn in progress, latest transcript events (?recent=N)"},
+	{"/api/store", "the store's health"},
 }
 
 // ListenAddr is the address to listen on for flag: "PORT" and ":PORT"

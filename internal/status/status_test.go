@@ -13,7 +13,7 @@ import (
 // metrics; a channel the host opens shows as open, decided by its tool.
 func TestAPIThroughHost(t *testing.T) {
 	r := startRoom(t)
-	if got := r.get(t, "/healthz"); got != "ok\n" {
+	if got := r.get(t, "/healthz"); got != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz = %q", got)
 	}
 	var servers []status.ServerView
