@@ -45,18 +45,23 @@ type HealthReason struct {
 // configured server is connected, no agent's turn has run past its
 // deadline (host.TurnDeadline), and the store writes: a server that is
 // connecting, reconnecting, disconnected or failed is a reason, since
-// the host can't do its work through it (at start too: /readyz is the
-// check that waits for the start). A store whose writes fail is one,
+// the host can't do its work through it. One exception: until the host
+// is ready (/readyz), a server still making its first connect is not,
+// because the start is what /readyz reports, and a liveness probe that
+// failed through every start would have an orchestrator restart a host
+// that was only starting; a first connect that fails is a reason at
+// once (failed), and a connect after the start (a restart's) is one. A store whose writes fail is one,
 // since the host then refuses what servers send it, and it is ok again
 // after the store's next write succeeds.
 func health(h Host, now time.Time) HealthView {
 	v := HealthView{Status: "ok"}
+	starting := !ready(h)
 	for _, s := range h.Servers() {
 		st := s.State
 		if st == "" {
 			st = serverState(s)
 		}
-		if st == host.StateConnected {
+		if st == host.StateConnected || starting && st == host.StateConnecting {
 			continue
 		}
 		r := HealthReason{Server: s.ID, State: st, Since: utc(s.Since), LastError: s.LastError, Why: "the server is " + st + ", not connected"}
