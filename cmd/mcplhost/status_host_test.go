@@ -115,7 +115,7 @@ func TestRunStatusOneFamily(t *testing.T) {
 		t.Run(tc.listen, func(t *testing.T) {
 			u, _ := runWithStatus(t, tc.listen)
 			reach := net.JoinHostPort(tc.reach, u.Port())
-			if code, body := getWithHost(t, reach, "/healthz", u.Host); code != http.StatusOK || body != "ok\n" {
+			if code, body := getWithHost(t, reach, "/healthz", u.Host); code != http.StatusOK || body != `{"status":"ok"}`+"\n" {
 				t.Errorf("/healthz over %s with Host %q (the printed URL's): %d %q", reach, u.Host, code, body)
 			}
 			other := net.JoinHostPort(tc.unreachable, u.Port())

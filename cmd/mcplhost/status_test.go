@@ -62,7 +62,7 @@ func TestRunStatus(t *testing.T) {
 	}
 	url := u.String()
 	get := func(path string) (int, string) { return httpGet(t, url+path) }
-	if code, body := get("healthz"); code != 200 || body != "ok\n" {
+	if code, body := get("healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	if code, body := get(""); code != 200 || !strings.Contains(body, "<title>mcplhost status</title>") {

@@ -85,7 +85,7 @@ agents:
 		t.Fatalf("the store on the tmpfs, seen from outside: %v", err)
 	}
 	get := func(path string) (int, string) { return httpGet(t, url+path) }
-	if code, body := get("healthz"); code != 200 || body != "ok\n" {
+	if code, body := get("healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Fatalf("/healthz before = %d %q", code, body)
 	}
 	ctl.burst(t, 60*time.Second, `{"channelId":"a","count":5,"inflight":5,"prefix":"pre"}`)
@@ -126,7 +126,7 @@ agents:
 	}
 	elapsed := time.Since(began)
 	code, body := get("healthz")
-	if code != 503 || !strings.Contains(body, "store failing since ") || !strings.Contains(body, "database or disk is full") {
+	if code != 503 || !strings.Contains(body, `"store":"failing"`) || !strings.Contains(body, "database or disk is full") {
 		t.Errorf("/healthz while full = %d %q", code, body)
 	}
 	_, js := get("api/store")
@@ -155,7 +155,7 @@ agents:
 	recoverAt := time.Now()
 	ctl.burst(t, 60*time.Second, burst)
 	t.Logf("the resend after space came back took %v", time.Since(recoverAt).Round(time.Millisecond))
-	if code, body := get("healthz"); code != 200 || body != "ok\n" {
+	if code, body := get("healthz"); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz after space came back = %d %q", code, body)
 	}
 	if !strings.Contains(stderr.String(), "the store is writing again after ") {
