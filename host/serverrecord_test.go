@@ -3,6 +3,7 @@ package host_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpl-go/mcpl/host"
 )
@@ -69,5 +70,34 @@ func TestServersListsAnEndedConnection(t *testing.T) {
 	}
 	if _, ok := listed(h, "y"); ok {
 		t.Error("y is listed after Disconnect removed it")
+	}
+}
+
+// A server whose connection drops with reconnect on is listed as
+// reconnecting, with the loss as its last error and when the next
+// attempt is due.
+func TestServersListsAReconnect(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t)+"\nreconnect: {enabled: true, initial: 1h, max: 1h}")); err != nil {
+		t.Fatal(err)
+	}
+	call(t, h, "x--exit", `{"code":0}`)
+	deadline := time.Now().Add(waitFor)
+	var st host.ServerState
+	for {
+		st, _ = listed(h, "x")
+		if st.State == host.StateReconnecting && !st.NextAttempt.IsZero() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
+	}
+	if st.State != host.StateReconnecting || st.Connected || !strings.Contains(st.LastError, "reconnecting") {
+		t.Fatalf("x after its exit = %+v, want reconnecting with the loss as its last error", st)
+	}
+	if wait := time.Until(st.NextAttempt); wait < 30*time.Minute || wait > 2*time.Hour {
+		t.Errorf("the next attempt is due in %v, want about the hour's backoff (±25%%)", wait)
+	}
+	if _, ok := h.Server("x"); !ok {
+		t.Error("a reconnecting server is out of the registry")
 	}
 }

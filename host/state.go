@@ -27,6 +27,9 @@ type ServerState struct {
 	Since       time.Time
 	LastError   string
 	LastErrorAt time.Time
+	// NextAttempt is, while reconnecting, when the next redial is due
+	// (zero while one is under way).
+	NextAttempt time.Time
 	// ServerInfo is from the current connection's initialize; nil when
 	// the server gave none.
 	ServerInfo *protocol.Implementation
@@ -108,6 +111,7 @@ func stateOf(srv *server) ServerState {
 		ToolPrefix:    srv.cfg.ToolPrefix,
 		Connected:     st.Connected,
 		Reconnecting:  srv.sess.Reconnecting(),
+		NextAttempt:   srv.sess.NextAttempt(),
 		ServerInfo:    st.Init.ServerInfo,
 		Advertisement: st.Advertisement,
 		Grant:         st.Grant,

@@ -77,7 +77,7 @@ func TestStoreFullRefusesThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	if code, body := healthz(t, srv); code != 200 || body != "ok\n" {
+	if code, body := healthz(t, srv); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Fatalf("/healthz before = %d %q", code, body)
 	}
 
@@ -106,7 +106,7 @@ func TestStoreFullRefusesThenRecovers(t *testing.T) {
 		t.Errorf("StoreHealth while full = %+v", st)
 	}
 	code, body := healthz(t, srv)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store failing since ") || !strings.Contains(body, "database or disk is full") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"store":"failing"`) || !strings.Contains(body, "database or disk is full") {
 		t.Errorf("/healthz while full = %d %q", code, body)
 	}
 	// The log: in each 10 s window, a line for the store's failing and
@@ -150,7 +150,7 @@ func TestStoreFullRefusesThenRecovers(t *testing.T) {
 	if n := len(r.inboxCount()); n != count {
 		t.Errorf("the inbox holds %d of the %d messages", n, count)
 	}
-	if code, body := healthz(t, srv); code != 200 || body != "ok\n" {
+	if code, body := healthz(t, srv); code != 200 || body != `{"status":"ok"}`+"\n" {
 		t.Errorf("/healthz after recovery = %d %q", code, body)
 	}
 	if st := r.h.StoreHealth(); st.Failing || st.Recovered.IsZero() {

@@ -30,13 +30,16 @@ func backoff(n int, initial, max time.Duration, jitter float64) time.Duration {
 func (s *Session) redialLoop() {
 	for n := 0; ; n++ {
 		d := backoff(n, s.cfg.Reconnect.Initial, s.cfg.Reconnect.Max, rand.Float64())
+		s.setNextDial(time.Now().Add(d))
 		t := time.NewTimer(d)
 		select {
 		case <-s.ctx.Done():
 			t.Stop()
+			s.setNextDial(time.Time{})
 			return
 		case <-t.C:
 		}
+		s.setNextDial(time.Time{})
 		err := s.connect(s.ctx, true)
 		if err == nil {
 			s.reconnects.Add(1)
@@ -57,4 +60,11 @@ func (s *Session) redialLoop() {
 		}
 		s.log.Warn("reconnect attempt failed", "attempt", n+1, "error", err.Error())
 	}
+}
+
+// setNextDial records when the next redial is due (NextAttempt).
+func (s *Session) setNextDial(at time.Time) {
+	s.mu.Lock()
+	s.nextDial = at
+	s.mu.Unlock()
 }

@@ -184,6 +184,9 @@ type Session struct {
 	closed    bool  // Close was called
 	reconnect bool  // reconnecting now (or will be)
 	state     State
+	// nextDial is when redialLoop's next attempt is due while it waits
+	// for it; zero otherwise (an attempt under way, or none coming).
+	nextDial time.Time
 
 	dedupe dedupe
 	limits *lograte.Limiter // the lines a server can make repeat
@@ -408,6 +411,15 @@ func (s *Session) Grant() grant.Grant {
 		return emptyGrant()
 	}
 	return s.state.Grant.Clone()
+}
+
+// NextAttempt is when the next reconnect attempt is due, while the
+// session waits out its backoff before it; zero while an attempt is under
+// way or none is coming.
+func (s *Session) NextAttempt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextDial
 }
 
 // Reconnecting reports whether this host will reconnect to the server

@@ -18,10 +18,12 @@ type ServerView struct {
 	// entered. LastError is the latest failure seen (a connect or dial
 	// that failed, a lost connection), LastErrorAt when; they stay once
 	// it is connected again.
-	State       string       `json:"state"`
-	Since       time.Time    `json:"since,omitzero"`
-	LastError   string       `json:"lastError,omitempty"`
-	LastErrorAt time.Time    `json:"lastErrorAt,omitzero"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since,omitzero"`
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// NextAttempt is, while reconnecting, when the next redial is due.
+	NextAttempt time.Time    `json:"nextAttempt,omitzero"`
 	Name        string       `json:"name,omitempty"` // its serverInfo
 	Version     string       `json:"version,omitempty"`
 	MCPL        string       `json:"mcpl,omitempty"`   // the MCPL version it advertised
@@ -49,7 +51,8 @@ func servers(in []host.ServerState) []ServerView {
 	out := []ServerView{}
 	for _, s := range in {
 		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Since: utc(s.Since), LastError: s.LastError, LastErrorAt: utc(s.LastErrorAt),
-			Policy: string(s.Policy), Reason: s.PolicyReason,
+			NextAttempt: utc(s.NextAttempt),
+			Policy:      string(s.Policy), Reason: s.PolicyReason,
 			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}}
 		if s.ServerInfo != nil {
 			v.Name, v.Version = s.ServerInfo.Name, s.ServerInfo.Version
