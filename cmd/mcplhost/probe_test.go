@@ -84,8 +84,9 @@ func TestProbeJSON(t *testing.T) {
 		"--call", "echo", `{"text":"hi"}`,
 		"--call", "fail", `{"message":""}`,
 		"--", ts, "-mcpl", `{"version":"0.5","pushEvents":true}`)
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	// The "fail" call failed: the report is complete, and the exit is 1.
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d (a --call failed); stderr:\n%s", code, exitFail, stderr)
 	}
 	var got struct {
 		Server map[string]any  `json:"server"`
