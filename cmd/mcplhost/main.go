@@ -34,9 +34,10 @@ func main() {
 func mainCode(args []string, stdout, stderr io.Writer) int {
 	s := newStopper()
 	defer s.stop()
-	code := run(s.ctx, args, s.guard(stdout), stderr)
+	es := &stderrSink{Writer: stderr}
+	code := run(s.ctx, args, s.guard(stdout), es)
 	if c := s.stopped(); c != nil {
-		printer{stderr}.linef("mcplhost: stopped (%s); the servers it started are closed", c.why)
+		sayStop(es, c.why)
 		return c.code
 	}
 	return code
