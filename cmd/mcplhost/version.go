@@ -57,18 +57,34 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// commandUsages are each command's usage text, for `mcplhost help CMD`:
-// the same text as `mcplhost CMD -h` prints.
-var commandUsages = map[string]string{
-	"probe":      probeUsage,
-	"check":      checkUsage,
-	"demo":       demoUsage,
-	"run":        runUsage,
-	"call":       callUsage,
-	"channels":   channelsUsage,
-	"transcript": transcriptUsage,
-	"version":    versionUsage,
-	"help":       helpUsage,
+// commandUsage prints command's usage text on w, for `mcplhost help
+// CMD`: the same text as `mcplhost CMD -h` prints. ok is false when
+// command is not one.
+func commandUsage(w io.Writer, command string) (ok bool) {
+	p := printer{w}
+	switch command {
+	case "probe":
+		p.text(probeUsage)
+	case "check":
+		p.text(checkUsage)
+	case "demo":
+		p.text(demoUsage)
+	case "run":
+		p.text(runUsage)
+	case "call":
+		p.text(callUsage)
+	case "channels":
+		p.text(channelsUsage)
+	case "transcript":
+		p.text(transcriptUsage)
+	case "version":
+		p.text(versionUsage)
+	case "help":
+		p.text(helpUsage)
+	default:
+		return false
+	}
+	return true
 }
 
 const helpUsage = `usage: mcplhost help [COMMAND]
@@ -88,8 +104,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printer{stderr}.usageError(helpUsage, "mcplhost help: give one command's name, not %d words", len(args))
 		return exitUsage
 	}
-	if u, ok := commandUsages[args[0]]; ok {
-		printer{stdout}.text(u)
+	if commandUsage(stdout, args[0]) {
 		return exitOK
 	}
 	if args[0] == "-h" || args[0] == "--help" {
