@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/status"
 )
@@ -125,6 +126,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	reconnectByDefault(cfg)
 	var tw io.Writer
 	if transcript != "" {
 		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -173,6 +175,21 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	return exitOK
+}
+
+// reconnectByDefault turns reconnect on for each server whose file does
+// not write reconnect.enabled: run is the daemon, and a server that
+// restarts or drops its connection should come back without an operator
+// (with the file's backoff, else 5s doubling to 5m). A file's explicit
+// enabled: false still wins. The one-shot commands (call, check, probe)
+// keep the package's default, off: they report a failure rather than
+// wait it out.
+func reconnectByDefault(cfg *config.Config) {
+	for i := range cfg.Servers {
+		if r := &cfg.Servers[i].Reconnect; !r.EnabledSet {
+			r.Enabled = true
+		}
+	}
 }
 
 // runShutdownGrace is how long run lets turns in flight end at a stop.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/internal/transport"
 )
 
@@ -124,5 +125,41 @@ func TestServerStderrAtInfo(t *testing.T) {
 	log.Debug("host detail")
 	if !strings.Contains(b.String(), "level=DEBUG msg=\"host detail\"") {
 		t.Errorf("at debug: %s", b.String())
+	}
+}
+
+// run redials by default: a server whose file says nothing about
+// reconnect.enabled gets it on, with the file's backoff or the default;
+// an explicit false or true is kept.
+func TestRunReconnectByDefault(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.yaml")
+	src := "servers:\n" +
+		"  - {id: plain, command: [sh]}\n" +
+		"  - {id: slow, command: [sh], reconnect: {initial: 1s, max: 30s}}\n" +
+		"  - {id: off, command: [sh], reconnect: {enabled: false}}\n" +
+		"  - {id: on, command: [sh], reconnect: {enabled: true}}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cfg.Servers {
+		if s.ID != "on" && s.Reconnect.Enabled {
+			t.Errorf("%s: loaded with reconnect on; the package's default is off", s.ID)
+		}
+	}
+	reconnectByDefault(cfg)
+	want := map[string]config.Reconnect{
+		"plain": {Enabled: true, Initial: config.DefaultReconnectInitial, Max: config.DefaultReconnectMax},
+		"slow":  {Enabled: true, Initial: time.Second, Max: 30 * time.Second},
+		"off":   {Enabled: false, EnabledSet: true, Initial: config.DefaultReconnectInitial, Max: config.DefaultReconnectMax},
+		"on":    {Enabled: true, EnabledSet: true, Initial: config.DefaultReconnectInitial, Max: config.DefaultReconnectMax},
+	}
+	for _, s := range cfg.Servers {
+		if got := s.Reconnect; got != want[s.ID] {
+			t.Errorf("%s: %+v, want %+v", s.ID, got, want[s.ID])
+		}
 	}
 }
