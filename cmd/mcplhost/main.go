@@ -11,7 +11,7 @@
 //	mcplhost version [--json]                     print which build this is
 //	mcplhost help [COMMAND]                       print the usage, or a command's
 //
-// Exit status, the same for every command (docs/run.md's table): 0 for
+// Exit status, the same for every command (docs/cli.md's table): 0 for
 // success, 1 when the job itself failed (a probe's --call, a damaged
 // transcript, a host that could not start or stopped with an error), 2
 // for usage or configuration errors (a bad flag, a config file that does
