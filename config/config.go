@@ -148,7 +148,12 @@ const NoTimeout time.Duration = -1
 // Reconnect is the redial policy: Initial and Max of 0 mean
 // DefaultReconnectInitial and DefaultReconnectMax.
 type Reconnect struct {
-	Enabled      bool
+	Enabled bool
+	// EnabledSet is whether the file wrote reconnect.enabled, so that a
+	// command with a default of its own (mcplhost run redials unless
+	// told not to) applies it only where the file said nothing, and an
+	// explicit enabled: false still wins.
+	EnabledSet   bool
 	Initial, Max time.Duration
 }
 

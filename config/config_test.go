@@ -271,7 +271,7 @@ func TestDurations(t *testing.T) {
 		err     string
 	}{
 		{src: "", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
-		{src: "    reconnect: {enabled: true}\n", want: config.Reconnect{Enabled: true, Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
+		{src: "    reconnect: {enabled: true}\n", want: config.Reconnect{Enabled: true, EnabledSet: true, Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: 60 * time.Second},
 		{src: "    reconnect: {initial: 1m, max: 1m}\n", want: config.Reconnect{Initial: time.Minute, Max: time.Minute}, timeout: 60 * time.Second},
 		{src: "    reconnect: {initial: 100ms, max: 2h45m}\n", want: config.Reconnect{Initial: 100 * time.Millisecond, Max: 2*time.Hour + 45*time.Minute}, timeout: 60 * time.Second},
 		{src: "    requestTimeout: 0\n", want: config.Reconnect{Initial: 5 * time.Second, Max: 5 * time.Minute}, timeout: config.NoTimeout},

@@ -55,8 +55,10 @@
 //     meet only when equal; CheckPrefix applies the general rule at runtime,
 //     where names may come from elsewhere. Comparison is case-sensitive, as
 //     tool dispatch is.
-//   - reconnect.enabled defaults to false, initial to 5s, max to 5m; both
-//     must be more than 0 and max at least initial.
+//   - reconnect.enabled defaults to false here, initial to 5s, max to 5m;
+//     both must be more than 0 and max at least initial. Reconnect.EnabledSet
+//     says whether the file wrote enabled, for a command whose default is
+//     another: mcplhost run redials a server whose file says nothing.
 //   - requestTimeout defaults to 60s. 0 disables it (Server.RequestTimeout
 //     NoTimeout), except for channels/open, channels/close and
 //     channels/publish, which keep a deadline of ChannelRequestTimeout

@@ -191,7 +191,7 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 			d.fields(e.val, path, line, "a mapping like {enabled: true, initial: 5s, max: 5m}", reconnectKeys, func(e entry, path string) {
 				switch e.name {
 				case "enabled":
-					s.Reconnect.Enabled, _ = d.boolean(e.val, path, e.key.Line)
+					s.Reconnect.Enabled, s.Reconnect.EnabledSet = d.boolean(e.val, path, e.key.Line)
 				case "initial":
 					initialLine = e.key.Line
 					s.Reconnect.Initial = d.positive(e.val, path, e.key.Line)

@@ -26,8 +26,9 @@ For a valid file it prints, for each agent, what wakes it: the debounce and
 the treatment rules, the agent's own and then the host's defaults, in the
 order they are tried.
 
-Exit status: 0 when the file is valid, 1 when it is not (or cannot be read),
-2 for usage errors.
+Exit status: 0 when the file is valid, 2 when it is not (or cannot be
+read), as for run and call, whose configuration error it is, and 2 for
+usage errors.
 `
 
 // runCheck implements `mcplhost check`.
@@ -68,10 +69,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			printer{stderr}.linef("%s", p)
 		}
 		printer{stderr}.linef("config %s: %s", path, checkCount(len(cerr.Problems), "problem"))
-		return exitFail
+		return exitUsage // a configuration error, as run and call exit for it
 	case err != nil:
 		printer{stderr}.linef("mcplhost check: %v", err)
-		return exitFail
+		return exitUsage
 	}
 	printer{stdout}.linef("config %s: ok (%s)", path, checkCount(len(cfg.Servers), "server"))
 	for _, a := range cfg.Agents {

@@ -56,14 +56,14 @@ func TestCheck(t *testing.T) {
 			"  rule 1: tagsAny chat:ambient, channel support → wake\n" + defaults +
 			"agent bo wakes by these rules, first match wins:\n" +
 			"  no debounce: a message that wakes the agent starts a turn at once\n" + defaults, ""},
-		{"bad", []string{"--config", bad}, exitFail, "",
+		{"bad", []string{"--config", bad}, exitUsage, "",
 			bad + ":2: servers[0]: has neither command nor url; give command: [program, args...] to run the server, or url: ws://host:port/path to dial it\n" +
 				bad + ":3: servers[0].comand: unknown key (did you mean command?)\n" +
 				bad + ":4: servers[0].reconnect.initial: \"5 seconds\" is not a duration (write it like 5s or 2m30s)\n" +
 				"config " + bad + ": 3 problems\n"},
-		{"bad, one problem", []string{"--config", badOne}, exitFail, "",
+		{"bad, one problem", []string{"--config", badOne}, exitUsage, "",
 			badOne + ":1: stor: unknown key (did you mean store?)\nconfig " + badOne + ": 1 problem\n"},
-		{"missing file", []string{"--config", missing}, exitFail, "", "mcplhost check: open " + missing + ": no such file or directory\n"},
+		{"missing file", []string{"--config", missing}, exitUsage, "", "mcplhost check: open " + missing + ": no such file or directory\n"},
 		{"no flag", nil, exitUsage, "", "~mcplhost check: give the file with --config FILE\n\nusage: mcplhost check --config FILE\n"},
 		{"no value", []string{"--config"}, exitUsage, "", "~mcplhost check: --config needs a file\n"},
 		{"unknown flag", []string{"--conf", good}, exitUsage, "", "~mcplhost check: unknown flag --conf\n"},
@@ -92,7 +92,7 @@ func TestCheck(t *testing.T) {
 }
 
 // TestCheckFIFO: a named pipe given as the config, with no one writing to
-// it, is refused at once by check (exit 1) and by run (exit 2, a
+// it, is refused at once by check and by run (exit 2 for both, a
 // configuration error), never waited on: opening one to read would block
 // until a writer came. The mcplhost binary runs each under a 60 s
 // deadline, so a regression fails here instead of hanging the suite.
@@ -105,7 +105,7 @@ func TestCheckFIFO(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  string
 		code int
-	}{{"check", exitFail}, {"run", exitUsage}} {
+	}{{"check", exitUsage}, {"run", exitUsage}} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()

@@ -8,9 +8,14 @@
 //	mcplhost call --config FILE [--wait D] TOOL JSON   call a tool through a host
 //	mcplhost channels --store FILE [--json] [--history | --messages]   read channel decisions
 //	mcplhost transcript [--agent NAME] FILE       print a transcript for a person
+//	mcplhost version [--json]                     print which build this is
+//	mcplhost help [COMMAND]                       print the usage, or a command's
 //
-// Exit status: 0 for success, 1 for a failure the command reports, 2 for a
-// usage error.
+// Exit status, the same for every command (docs/cli.md's table): 0 for
+// success, 1 when the job itself failed (a probe's --call, a damaged
+// transcript, a host that could not start or stopped with an error), 2
+// for usage or configuration errors (a bad flag, a config file that does
+// not load). run stopped by a signal exits 128+N.
 package main
 
 import (
@@ -29,9 +34,10 @@ func main() {
 func mainCode(args []string, stdout, stderr io.Writer) int {
 	s := newStopper()
 	defer s.stop()
-	code := run(s.ctx, args, s.guard(stdout), stderr)
+	es := &stderrSink{Writer: stderr}
+	code := run(s.ctx, args, s.guard(stdout), es)
 	if c := s.stopped(); c != nil {
-		printer{stderr}.linef("mcplhost: stopped (%s); the servers it started are closed", c.why)
+		sayStop(es, c.why)
 		return c.code
 	}
 	return code
@@ -47,8 +53,11 @@ commands:
   call     start a host from a configuration file and call one tool
   channels print the channel decisions (or --history, --messages) in a store file
   transcript print a transcript (run --transcript's JSON lines) for a person
+  version  print which build this is (--json for JSON)
+  help     print this, or with a command's name that command's usage
 
-Run 'mcplhost <command> -h' for a command's flags.
+Run 'mcplhost <command> -h' or 'mcplhost help <command>' for a command's flags.
+Exit status: 0 ok, 1 the job failed, 2 usage or configuration error.
 `
 
 // Exit statuses.
@@ -80,7 +89,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runChannels(ctx, args[1:], stdout, stderr)
 	case "transcript":
 		return runTranscript(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
+	case "version", "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
+	case "help":
+		return runHelp(args[1:], stdout, stderr)
+	case "-h", "--help":
 		printer{stdout}.text(usage)
 		return exitOK
 	}

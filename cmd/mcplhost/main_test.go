@@ -63,12 +63,17 @@ func TestMain(m *testing.M) {
 // mcplhost against the real test server and compares what it prints.
 func TestScripts(t *testing.T) {
 	bin, chans, room := testserver.Binary(t), chanserver.Binary(t), buildChatroom(t)
+	cliDoc, err := filepath.Abs("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("TESTSERVER", bin)
 			e.Setenv("CHANSERVER", chans)
 			e.Setenv("CHATROOM", room) // examples/chatroom: people who post on a script
+			e.Setenv("CLIDOC", cliDoc) // docs/cli.md, whose tables cli_doc.txtar pins
 			return copyScriptHelpers(e.WorkDir)
 		},
 	})

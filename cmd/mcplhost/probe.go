@@ -167,10 +167,22 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 			printEnd(p.stdout, "", p.f.id, rep.Ended)
 		}
 	}
-	if !complete {
+	if !complete || !callsOK(rep.Calls) {
 		return exitFail
 	}
 	return exitOK
+}
+
+// callsOK is whether every --call made succeeded: a call that failed, was
+// answered with an isError result, or was not made is the job failing,
+// so probe exits 1 for it (the report has said which and why).
+func callsOK(calls []probeResult) bool {
+	for _, c := range calls {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
 }
 
 // failed reports a connect that failed: the dial, the handshake, or a

@@ -37,7 +37,9 @@ func TestExitCodes(t *testing.T) {
 		{"token-env without url", []string{"probe", "--token-env", "T", "--", ts}, exitUsage},
 		{"help", []string{"probe", "--help"}, exitOK},
 		{"handshake works", []string{"probe", "--", ts}, exitOK},
-		{"handshake works, call fails", []string{"probe", "--call", "fail", `{"message":"no"}`, "--", ts}, exitOK},
+		{"handshake works, call fails", []string{"probe", "--call", "fail", `{"message":"no"}`, "--", ts}, exitFail},
+		{"handshake works, call fails, json", []string{"probe", "--json", "--call", "fail", `{"message":"no"}`, "--", ts}, exitFail},
+		{"handshake works, call succeeds", []string{"probe", "--call", "echo", `{"text":"hi"}`, "--", ts}, exitOK},
 		{"command missing", []string{"probe", "--", "/nonexistent/server"}, exitFail},
 		{"server exits before answering", []string{"probe", "--", "sh", "-c", "exit 3"}, exitFail},
 		{"server dies at initialize", []string{"probe", "--", ts, "-crash-after", "1"}, exitFail},
@@ -84,8 +86,9 @@ func TestProbeJSON(t *testing.T) {
 		"--call", "echo", `{"text":"hi"}`,
 		"--call", "fail", `{"message":""}`,
 		"--", ts, "-mcpl", `{"version":"0.5","pushEvents":true}`)
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	// The "fail" call failed: the report is complete, and the exit is 1.
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d (a --call failed); stderr:\n%s", code, exitFail, stderr)
 	}
 	var got struct {
 		Server map[string]any  `json:"server"`

@@ -65,9 +65,11 @@ flags:
   --disable PATH      host policy: never grant paths matching PATH or beneath it (repeatable)
   -v, --verbose       log operator detail (debug level) to stderr
 
-Exit status: 0 when the report is complete, 1 when the handshake failed or the
-server exited or closed the connection before the report was complete, 2 for
-usage errors.
+Exit status: 0 when the report is complete and every --call succeeded, 1
+when the handshake failed, the server exited or closed the connection
+before the report was complete, or a --call failed (an error, an isError
+result, or not made because host policy denies tools), with --json or
+without; 2 for usage errors.
 `
 
 // parseProbeFlags reads probe's arguments. --call takes two values, which

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mcpl-go/mcpl/config"
 	"github.com/mcpl-go/mcpl/host"
 	"github.com/mcpl-go/mcpl/internal/status"
 )
@@ -25,10 +26,13 @@ SIGHUP or SIGQUIT. Then it stops in order: no new turn starts, the turns in flig
 end by themselves (then they are cut short and recorded), lifecycle work
 in flight finishes, and the servers and the store close. A second signal
 exits at once. --transcript appends every agent's turns to FILE as JSON
-lines (docs/transcript.md); they are kept in the store too. The log goes
-to stderr, as text or JSON lines (--log-format), at warn level and above;
--v (--log-level info) adds operator detail, and --log-level debug each line
-the servers write to their stderr too.
+lines (docs/transcript.md); they are kept in the store too. The log
+goes to stderr, as text or JSON lines (--log-format), at warn level and above;
+-v (--log-level info) adds operator detail and each line the servers write
+to their stderr, --log-level debug the host's own detail too. With
+--log-format json every line run writes to stderr once its flags are read
+is JSON: what it says outside the log (the status page's address, why it
+could not start, a stop by signal) is a record too.
 
 --status ADDR serves a live status page, /healthz, /metrics (Prometheus)
 and /api/servers, /api/channels and /api/agents (docs/status.md) at ADDR:
@@ -106,27 +110,35 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfgPath == "" {
 		return runUsageError(stderr, "--config FILE is required")
 	}
-	cfg, ok := loadConfig("run", cfgPath, stderr)
+	handler := runLogHandler(stderr, logFormat, level)
+	log := slog.New(handler)
+	// What run says outside its log: plain lines, or with a JSON log
+	// records too (logLines), so that every line on stderr is JSON.
+	errOut, infoOut := stderr, stderr
+	if logFormat == "json" {
+		errOut = logLines{h: handler, level: slog.LevelError, prefix: "mcplhost run: "}
+		infoOut = logLines{h: handler, level: slog.LevelInfo, prefix: "mcplhost run: "}
+		if es, ok := stderr.(*stderrSink); ok {
+			es.note = func(msg string) { logRecord(handler, slog.LevelInfo, msg) }
+		}
+	}
+	cfg, ok := loadConfig("run", cfgPath, errOut)
 	if !ok {
 		return exitUsage
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, logOptions(level))
-	if logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, logOptions(level))
-	}
-	log := slog.New(handler)
+	reconnectByDefault(cfg)
 	var tw io.Writer
 	if transcript != "" {
 		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			printer{stderr}.linef("mcplhost run: the transcript: %v", err)
+			printer{errOut}.linef("mcplhost run: the transcript: %v", err)
 			return exitFail
 		}
 		defer f.Close()
 		startOwnLine(f, transcript)
 		tw = f
 	}
-	st, ok := openStore("run", cfg.Store, stderr)
+	st, ok := openStore("run", cfg.Store, errOut)
 	if !ok {
 		return exitFail
 	}
@@ -141,28 +153,43 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	h, err := host.New(opts)
 	if err != nil {
-		printer{stderr}.linef("mcplhost run: %v", err)
+		printer{errOut}.linef("mcplhost run: %v", err)
 		return exitFail
 	}
 	defer h.Close()
 	if statusAddr != "" {
 		srv, err := status.Start(statusAddr, h, reg, log)
 		if err != nil {
-			printer{stderr}.linef("mcplhost run: the status server: %v", err)
+			printer{errOut}.linef("mcplhost run: the status server: %v", err)
 			return exitFail
 		}
 		defer srv.Close()
 		if !srv.Loopback() {
 			log.Warn("the status server listens beyond loopback: anyone who can reach it reads the grants, channels and what the agents said", "addr", srv.Addr())
 		}
-		printer{stderr}.linef("mcplhost run: status page at %s", srv.URL())
+		printer{infoOut}.linef("mcplhost run: status page at %s", srv.URL())
 	}
 	if err := h.Start(cfg); err != nil {
-		printer{stderr}.linef("mcplhost run: %v", err)
+		printer{errOut}.linef("mcplhost run: %v", err)
 		return exitFail
 	}
 	<-ctx.Done()
 	return exitOK
+}
+
+// reconnectByDefault turns reconnect on for each server whose file does
+// not write reconnect.enabled: run is the daemon, and a server that
+// restarts or drops its connection should come back without an operator
+// (with the file's backoff, else 5s doubling to 5m). A file's explicit
+// enabled: false still wins. The one-shot commands (call, check, probe)
+// keep the package's default, off: they report a failure rather than
+// wait it out.
+func reconnectByDefault(cfg *config.Config) {
+	for i := range cfg.Servers {
+		if r := &cfg.Servers[i].Reconnect; !r.EnabledSet {
+			r.Enabled = true
+		}
+	}
 }
 
 // runShutdownGrace is how long run lets turns in flight end at a stop.

@@ -235,9 +235,16 @@ func TestRunJSONLog(t *testing.T) {
 	}
 }
 
-// --log-level debug (which a -v after it does not lower) shows each line
-// a server writes to its stderr: the chat room's own transcript, here.
-func TestRunDebugLogShowsServerStderr(t *testing.T) {
+// -v shows each line a server writes to its stderr, at info: the chat
+// room's own account, here. --log-level debug before it (which -v does
+// not lower) shows them too.
+func TestRunVerboseShowsServerStderr(t *testing.T) {
+	for _, flags := range [][]string{{"-v"}, {"--log-level", "debug", "-v"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) { testRunShowsServerStderr(t, flags) })
+	}
+}
+
+func testRunShowsServerStderr(t *testing.T, flags []string) {
 	bin := buildChatroom(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "room.script")
@@ -254,7 +261,7 @@ func TestRunDebugLogShowsServerStderr(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json", "--log-level", "debug", "-v"}, io.Discard, pw) // -v after it keeps debug
+		done <- run(ctx, append([]string{"run", "--config", cfg, "--log-format", "json"}, flags...), io.Discard, pw)
 		pw.Close()
 	}()
 	bound := time.AfterFunc(30*time.Second, cancel) // the line never came: stop, and fail below
@@ -267,6 +274,9 @@ func TestRunDebugLogShowsServerStderr(t *testing.T) {
 			t.Fatalf("a log line that is not JSON: %s", sc.Text())
 		}
 		if l, _ := rec["line"].(string); rec["msg"] == "server stderr" && rec["server"] == "room" && strings.Contains(l, "hello from the room") {
+			if rec["level"] != "INFO" {
+				t.Errorf("the room's stderr line at level %v, want INFO", rec["level"])
+			}
 			line = l
 			break
 		}

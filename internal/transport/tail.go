@@ -8,6 +8,12 @@ import (
 	"unicode/utf8"
 )
 
+// StderrLineMessage is the message each line a server writes to its
+// stderr is logged with, at debug level, with the line as "line": a
+// command that shows those lines at another level (mcplhost run -v)
+// knows them by it.
+const StderrLineMessage = "server stderr"
+
 // stderrTail keeps the last lines a process wrote to stderr: at most
 // maxLines lines and maxBytes bytes, whichever is smaller. It also logs each
 // line at debug level as it arrives.
@@ -73,7 +79,7 @@ func (t *stderrTail) addLocked(line string) {
 		}
 		line = line[:cut] + "…"
 	}
-	t.log.Debug("server stderr", "line", line)
+	t.log.Debug(StderrLineMessage, "line", line)
 	t.lines = append(t.lines, line)
 	t.size += len(line) + 1
 	for len(t.lines) > t.maxLines || (t.size > t.maxBytes && len(t.lines) > 1) {
