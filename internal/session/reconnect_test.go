@@ -2,6 +2,9 @@ package session_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
 	"fmt"
 	"slices"
 	"sync"
@@ -422,4 +425,33 @@ func TestReconnectLogsEachAttempt(t *testing.T) {
 			t.Error("not connected")
 		}
 	})
+}
+
+// TestMissingCommandNotRetried: with reconnect on, a first connect that
+// fails because the server's command does not exist fails for good: no
+// redial mends a configuration mistake, and the host lists the server
+// failed rather than reconnecting forever.
+func TestMissingCommandNotRetried(t *testing.T) {
+	rec := newRecorder()
+	dial := func(context.Context) (transport.Stream, error) {
+		// The real spawn, of a program that is not there.
+		p, err := transport.Spawn(transport.Command{Argv: []string{filepath.Join(t.TempDir(), "no-such-server")}}, transport.StdioOptions{})
+		if err != nil {
+			return nil, err
+		}
+		p.Close()
+		return nil, errors.New("the program exists")
+	}
+	s, err := session.Connect(context.Background(), session.Config{ID: server, Dial: dial, Logger: rec.Logger(), Reconnect: session.Reconnect{Enabled: true}})
+	if err == nil {
+		s.Close()
+		t.Fatal("Connect to a command that does not exist succeeded with reconnect on, want its error")
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Connect = %v, want an error that is fs.ErrNotExist", err)
+	}
+	rec.One(t, "the server's command does not exist, so it is not retried; correct the configuration and restart the host")
+	if n := len(rec.Find("initial connect failed; will retry")); n != 0 {
+		t.Errorf("%d 'will retry' lines, want none", n)
+	}
 }

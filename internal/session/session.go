@@ -13,8 +13,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -252,6 +254,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		s.cancel()
 		s.limits.Close()
 		return nil, err
+	case missingProgram(err):
+		s.log.Warn("the server's command does not exist, so it is not retried; correct the configuration and restart the host", "error", err.Error())
+		s.cancel()
+		s.limits.Close()
+		return nil, err
 	}
 	s.log.Warn("initial connect failed; will retry", "error", err.Error())
 	s.running.add()
@@ -260,6 +267,15 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		s.redialLoop()
 	}()
 	return s, nil
+}
+
+// missingProgram reports whether err is a server's command (or its
+// directory) that does not exist: a mistake in the configuration that no
+// redial mends, so even with reconnect on, the first connect fails for
+// good (the host lists the server failed); a restart after the fix tries
+// again.
+func missingProgram(err error) bool {
+	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
 }
 
 // Close ends the session: the connection closes (pending calls fail as
