@@ -128,6 +128,7 @@ type Host struct {
 	now      func() time.Time // Options.Now
 	limits   *lograte.Limiter
 	inbox    *inbox.Inbox // the inbox's one writer
+	dups     *duplicates  // what it deduplicated, counted and logged
 	// connected is when each server's current connection came up.
 	connected map[string]time.Time
 	// suggested are the servers' accepted suggested treatment rules.
@@ -226,7 +227,9 @@ func New(opts Options) (*Host, error) {
 	h.transcript = agent.NewTappedTranscript(opts.Transcript, h.activity.record)
 	// The inbox's one writer: channels/incoming and push/event alike go
 	// through it, in receipt order, and each commit wakes the agents once.
-	in, err := inbox.New(inbox.Options{Store: st, Logger: log, OnCommit: func(int64) { h.wakeAgents() }})
+	// Its duplicates are counted and logged (duplicates.go).
+	h.dups = newDuplicates(log, h.metrics)
+	in, err := inbox.New(inbox.Options{Store: st, Logger: log, OnCommit: func(int64) { h.wakeAgents() }, OnDuplicates: h.dups.seen})
 	if err != nil {
 		return nil, err
 	}
@@ -705,6 +708,7 @@ func (h *Host) Close() error {
 	h.bg.Wait()
 	h.health.close()
 	h.limits.Close()
+	h.dups.close()
 	if h.ownStore != nil {
 		return h.ownStore.Close()
 	}

@@ -62,7 +62,8 @@ did not finish in time; 2 for usage errors.
 // in an open channel wakes the agent (docs/agents.md), which would take a
 // turn, and a step of the scripted model, the story doesn't have. A post's
 // id counts every post, delivered or not, DMs included: carol's is
-// chatroom-7.
+// chatroom-7 (the room runs with -run=, ids without a run part, as the
+// demo's store is new each time).
 const demoRoom = `+500ms #random bob: has anyone tried the new coffee machine?
 +500ms #general alice @agent: morning! what did we decide about the release date?
 +agent #dev erin: CI is green on main again
@@ -249,7 +250,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfgText := fmt.Sprintf(`store: ./demo.db
 servers:
   - id: room
-    command: [%q, -script, ./room.script, -transcript, %q]
+    command: [%q, -run=, -script, ./room.script, -transcript, %q]
     channels: {acknowledgeSeen: "👀"}
 agents:
   - name: ada

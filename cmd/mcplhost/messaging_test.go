@@ -86,7 +86,7 @@ agents:
 		if code != exitOK || !strings.Contains(out, "\npolicy: accepted\n") || !strings.Contains(out, "\n  chat.messaging: enabled\n") {
 			t.Fatalf("probe: exit %d\n%s%s", code, out, errOut)
 		}
-		cfg := write("stdio.yaml", "store: ./stdio.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -script, "+room+"]\n"+agents)
+		cfg := write("stdio.yaml", "store: ./stdio.db\nservers:\n  - id: room\n    command: ["+bin+", -q, -run=, -script, "+room+"]\n"+agents)
 		check(t, runTurns(t, cfg, 2))
 	})
 
@@ -99,7 +99,7 @@ agents:
 	})
 
 	t.Run("websocket", func(t *testing.T) {
-		url, roomLog := listenRoom(t, bin, "-script", room)
+		url, roomLog := listenRoom(t, bin, "-run=", "-script", room)
 		code, out, errOut := runCLI("probe", "--url", url)
 		if code != exitOK || !strings.Contains(out, "\npolicy: accepted\n") || !strings.Contains(out, "\n  chat.messaging: enabled\n") {
 			t.Fatalf("probe: exit %d\n%s%s", code, out, errOut)

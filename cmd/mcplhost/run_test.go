@@ -77,7 +77,7 @@ func runChatroomAgent(t *testing.T, bin, model string) {
 	cfg := write("config.yaml", `store: ./host.db
 servers:
   - id: room
-    command: [`+bin+`, -q, -script, `+room+`]
+    command: [`+bin+`, -q, -run=, -script, `+room+`]
 agents:
   - name: ada
     model: `+model+`

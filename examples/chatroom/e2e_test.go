@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,6 +240,14 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	if !slices.Equal(got, want) {
 		t.Errorf("incoming:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
+	// The ids are this connection's run's: chatroom-RUN-N, N counting the
+	// posts, delivered or not (issue 27: unique across runs).
+	run := runPrefix(t, incoming)
+	for i, n := range []int{1, 3, 4, 6, 7, 8, 10} {
+		if id := incoming[i].MessageID; id != run+strconv.Itoa(n) {
+			t.Errorf("message %d's id is %q, want %s%d", i, id, run, n)
+		}
+	}
 
 	// The agent works on an answer in #general: typing (the start
 	// repeated, as the host does every 7 s), the text streamed, then
@@ -290,9 +300,10 @@ func runScenario(t *testing.T, h *testHost, sess *session.Session, tr *transcrip
 	for _, tc := range []struct {
 		channel, message, want string
 	}{
-		{"chatroom:#random", "chatroom-7", `{"acknowledged":true,"representation":"👀"}`},
-		{"chatroom:#random", "chatroom-99", `{"acknowledged":false,"reason":"there is no message chatroom-99 in #random"}`},
-		{"chatroom:#dev", "chatroom-7", `{"acknowledged":false,"reason":"message chatroom-7 is in #random, not #dev"}`},
+		{"chatroom:#random", run + "7", `{"acknowledged":true,"representation":"👀"}`},
+		{"chatroom:#random", run + "99", `{"acknowledged":false,"reason":"there is no message ` + run + `99 in #random"}`},
+		{"chatroom:#dev", run + "7", `{"acknowledged":false,"reason":"message ` + run + `7 is in #random, not #dev"}`},
+		{"chatroom:#random", "chatroom-7", `{"acknowledged":false,"reason":"there is no message chatroom-7 in #random"}`},
 	} {
 		var ack json.RawMessage
 		if err := sess.Call(ctx, protocol.MethodChannelsAcknowledge, map[string]string{"channelId": tc.channel, "messageId": tc.message, "intent": "seen-not-opening", "value": "👀"}, &ack); err != nil {
@@ -374,10 +385,13 @@ func threadsAndDMs(t *testing.T, h *testHost, sess *session.Session, tr *transcr
 		t.Fatalf("%d push events, want 1 (dave's DM): %+v", len(pushed), pushed)
 	}
 	ev := pushed[0]
+	h.mu.Lock()
+	run := runPrefix(t, h.incoming)
+	h.mu.Unlock()
 	var origin map[string]any
 	json.Unmarshal(ev.Origin, &origin)
-	wantOrigin := map[string]any{"mcplChannelId": "chatroom:dm:dave", "messageId": "chatroom-9", "isDM": true, "authorId": "u_dave", "authorName": "dave"}
-	if ev.FeatureSet != "chat.direct" || ev.EventID != "evt-chatroom-9" || !maps.Equal(origin, wantOrigin) ||
+	wantOrigin := map[string]any{"mcplChannelId": "chatroom:dm:dave", "messageId": run + "9", "isDM": true, "authorId": "u_dave", "authorName": "dave"}
+	if ev.FeatureSet != "chat.direct" || ev.EventID != "evt-"+run+"9" || !maps.Equal(origin, wantOrigin) ||
 		!slices.Equal(ev.Tags, []string{"chat:dm", "chat:from-human"}) || protocol.JoinText(ev.Payload.Content) != "just between us" {
 		t.Errorf("the DM's push: featureSet %q, eventId %q, origin %s, tags %v, text %q", ev.FeatureSet, ev.EventID, ev.Origin, ev.Tags, protocol.JoinText(ev.Payload.Content))
 	}
@@ -439,6 +453,20 @@ func threadsAndDMs(t *testing.T, h *testHost, sess *session.Session, tr *transcr
 	if strings.Contains(tr.String(), "lost") {
 		t.Errorf("a refused message was posted:\n%s", tr)
 	}
+}
+
+// runIDs are the ids of a connection's first post: chatroom-RUN-1, RUN
+// drawn for the connection (Room.WithRun).
+var runIDs = regexp.MustCompile(`^chatroom-[0-9a-f]{8}-1$`)
+
+// runPrefix is "chatroom-RUN-" of the connection whose posts incoming
+// are, from the first.
+func runPrefix(t *testing.T, incoming []protocol.IncomingMessage) string {
+	t.Helper()
+	if len(incoming) == 0 || !runIDs.MatchString(incoming[0].MessageID) {
+		t.Fatalf("the first post's id is not chatroom-RUN-1, RUN 8 hex digits: %+v", incoming)
+	}
+	return strings.TrimSuffix(incoming[0].MessageID, "1")
 }
 
 // buildChatroom builds the command into a temporary directory.

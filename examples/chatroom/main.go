@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "log operator detail (info level) to stderr")
 	quiet := fs.Bool("q", false, "write no transcript to stderr")
 	transcriptFile := fs.String("transcript", "", "write the transcript to `file` (appended to; a FIFO works) instead of stderr")
+	run := fs.String("run", "", "message ids are chatroom-`RUN`-N (chatroom-N when empty: -run=) for every connection, instead of a random RUN for each")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 || *speed <= 0 || (*quiet && *transcriptFile != "") {
-		fmt.Fprintln(stderr, "chatroom: usage: chatroom [-script file] [-speed n>0] [-loop] [-listen addr] [-v] [-q | -transcript file]")
+		fmt.Fprintln(stderr, "chatroom: usage: chatroom [-script file] [-speed n>0] [-loop] [-listen addr] [-run id] [-v] [-q | -transcript file]")
 		return 2
 	}
 	src, name := defaultScript, "the built-in script"
@@ -98,7 +99,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		defer f.Close()
 		transcript = f
 	}
-	s := NewRoom(posts, *speed, *loop, transcript, log).Server(version)
+	room := NewRoom(posts, *speed, *loop, transcript, log)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "run" {
+			room.WithRun(*run)
+		}
+	})
+	s := room.Server(version)
 
 	if *listen == "" {
 		// stdout carries the protocol; the transcript and logs go to stderr.

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -88,6 +91,8 @@ type Room struct {
 	loop       bool
 	transcript *lineWriter
 	log        *slog.Logger
+	// run names a connection's run in its message ids (WithRun).
+	run func() string
 
 	mu     sync.Mutex
 	visits map[*server.Conn]*visit
@@ -99,7 +104,29 @@ type Room struct {
 // opened and closed) to transcript, and operator detail to log.
 func NewRoom(posts []Post, speed float64, loop bool, transcript io.Writer, log *slog.Logger) *Room {
 	return &Room{posts: posts, speed: speed, loop: loop, transcript: &lineWriter{w: transcript}, log: log,
-		visits: map[*server.Conn]*visit{}}
+		run: newRunID, visits: map[*server.Conn]*visit{}}
+}
+
+// WithRun fixes the run part of the people's message ids: every
+// connection's are chatroom-RUN-N, or chatroom-N when run is empty. By
+// default each connection draws a run of its own (newRunID), as a real
+// platform's ids are unique: a host deduplicates its inbox by server and
+// message id, across its restarts, so a room that numbered chatroom-1,
+// chatroom-2 … on every run would be heard only on its first on a store
+// (issue 27). A fixed run is for a store that is new each run and a
+// script that names ids in advance (tests, mcplhost demo).
+func (r *Room) WithRun(run string) *Room {
+	r.run = func() string { return run }
+	return r
+}
+
+// newRunID is a connection's run: 8 random hex digits, so two runs on
+// one store share no message id (a collision is one in 4 billion pairs,
+// the chance a run's ids are dropped as seen).
+func newRunID() string {
+	var b [4]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // visit is one host's connection to the room.
@@ -109,8 +136,11 @@ type visit struct {
 	registered map[string]bool // by channel name: the host accepted its registration
 	history    map[string][]string
 	posted     int // the people's messages so far
-	said       int // the agent's messages so far
-	// posts are the people's recent messages by id ("chatroom-N"), for
+	// idPrefix starts each of the people's message ids: "chatroom-RUN-"
+	// (Room.WithRun), then posted's count.
+	idPrefix string
+	said     int // the agent's messages so far
+	// posts are the people's recent messages by id ("chatroom-RUN-N"), for
 	// channels/acknowledge.
 	posts map[string]Post
 	// typing is the agent's typing state in each channel (by name).
@@ -139,6 +169,11 @@ func (r *Room) visitOf(c *server.Conn) *visit {
 		v = &visit{open: map[string]bool{}, registered: map[string]bool{}, history: map[string][]string{}, spoke: make(chan struct{}, 1),
 			posts: map[string]Post{}, typing: map[string]typingState{}, streams: map[streamKey][]chunk{},
 			threads: map[string]map[string]bool{}, dms: map[string]bool{}}
+		if run := r.run(); run != "" {
+			v.idPrefix = "chatroom-" + run + "-"
+		} else {
+			v.idPrefix = "chatroom-"
+		}
 		r.visits[c] = v
 	}
 	return v
@@ -385,9 +420,9 @@ func (r *Room) deliver(ctx context.Context, c *server.Conn, v *visit, p Post) {
 	v.mu.Lock()
 	v.posted++
 	n := v.posted
-	id := fmt.Sprintf("chatroom-%d", n)
+	id := v.idPrefix + strconv.Itoa(n)
 	v.posts[id] = p
-	delete(v.posts, fmt.Sprintf("chatroom-%d", n-postsKeep))
+	delete(v.posts, v.idPrefix+strconv.Itoa(n-postsKeep))
 	if p.Thread != "" {
 		if v.threads[p.Channel] == nil {
 			v.threads[p.Channel] = map[string]bool{}
@@ -632,7 +667,7 @@ func (r *Room) typing(ctx context.Context, req server.TypingRequest) {
 
 // acknowledge reacts to a person's message with the value the host sent
 // (an emoji): seen-not-opening, the agent saw it and stays out of the
-// channel. The message is one of the room's ("chatroom-N", among the
+// channel. The message is one of the room's ("chatroom-RUN-N", among the
 // connection's latest), in the channel named; any other is answered
 // acknowledged false, with the reason.
 func (r *Room) acknowledge(ctx context.Context, req server.AcknowledgeRequest) (server.AcknowledgeResult, error) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpl-go/mcpl/grant"
 	"github.com/mcpl-go/mcpl/internal/transport"
 	"github.com/mcpl-go/mcpl/protocol"
+	"github.com/mcpl-go/mcpl/server"
 )
 
 // TestRoomSchedule runs the room and a session in one synctest bubble, over
@@ -167,5 +170,24 @@ func TestRoomFourLeavesHost(t *testing.T) {
 	}
 	if strings.Contains(tr.String(), "(open from the start)") {
 		t.Errorf("the transcript says #general is open:\n%s", tr)
+	}
+}
+
+// Each connection draws a run of its own for its message ids, so a host
+// that keeps its inbox across the room's restarts (or reconnects) meets
+// no id twice (issue 27); WithRun fixes it, and an empty run gives the
+// plain chatroom-N a new store each run can take.
+func TestRunIDs(t *testing.T) {
+	r := NewRoom(nil, 1, false, io.Discard, quietLog)
+	a, b := r.visitOf(new(server.Conn)), r.visitOf(new(server.Conn))
+	pattern := regexp.MustCompile(`^chatroom-[0-9a-f]{8}-$`)
+	if !pattern.MatchString(a.idPrefix) || !pattern.MatchString(b.idPrefix) || a.idPrefix == b.idPrefix {
+		t.Errorf("two connections' prefixes %q and %q: want chatroom-RUN-, RUN 8 hex digits, a different one each", a.idPrefix, b.idPrefix)
+	}
+	if got := r.WithRun("x").visitOf(new(server.Conn)).idPrefix; got != "chatroom-x-" {
+		t.Errorf("WithRun(x): %q", got)
+	}
+	if got := r.WithRun("").visitOf(new(server.Conn)).idPrefix; got != "chatroom-" {
+		t.Errorf(`WithRun(""): %q`, got)
 	}
 }

@@ -139,6 +139,20 @@ type Options struct {
 	// either bound on its own (a message larger than MaxBatchBytes, say)
 	// is a call of its own.
 	MaxBatch, MaxBatchBytes int
+	// OnDuplicates is called on the owner's goroutine after each commit
+	// that found messages already in the inbox (deduplicated: not added,
+	// not delivered again), once the commit's Results are sent, with
+	// their server and message ids in commit order. It must not block
+	// and must not keep dups. nil for none. The host counts and logs
+	// them: a server that numbers its messages from 1 on every run is
+	// otherwise silently ignored from its second run on (issue 27).
+	OnDuplicates func(dups []Duplicate)
+}
+
+// Duplicate is a message a commit did not add: one with its server and
+// message id was in the inbox already, or earlier in the same commit.
+type Duplicate struct {
+	Server, MessageID string
 }
 
 // Defaults of Options.MaxBatch and Options.MaxBatchBytes.
@@ -164,6 +178,8 @@ type Inbox struct {
 	store    store.Store
 	log      *slog.Logger
 	onCommit func(int64)
+	onDups   func([]Duplicate)
+	dups     []Duplicate // this commit's, for onDups
 	maxN     int
 	maxBytes int
 
@@ -199,6 +215,7 @@ func New(opts Options) (*Inbox, error) {
 		store:    opts.Store,
 		log:      opts.Logger,
 		onCommit: opts.OnCommit,
+		onDups:   opts.OnDuplicates,
 		maxN:     opts.MaxBatch,
 		maxBytes: opts.MaxBatchBytes,
 		wake:     make(chan struct{}, 1),
@@ -318,7 +335,8 @@ func (in *Inbox) next(last []*accept) ([]*accept, bool) {
 	}
 }
 
-// commit writes batch, answers each of its Accepts, then calls OnCommit.
+// commit writes batch, answers each of its Accepts, then calls OnCommit
+// and OnDuplicates.
 func (in *Inbox) commit(batch []*accept) {
 	through, err := in.write(batch)
 	switch {
@@ -336,6 +354,11 @@ func (in *Inbox) commit(batch []*accept) {
 	}
 	if through > 0 && in.onCommit != nil {
 		in.onCommit(through)
+	}
+	if len(in.dups) > 0 {
+		in.onDups(in.dups)
+		clear(in.dups)
+		in.dups = in.dups[:0]
 	}
 }
 
@@ -380,6 +403,8 @@ func (in *Inbox) write(batch []*accept) (through int64, err error) {
 			if ok {
 				a.msgs[i].Seq = buf[off+i].Seq
 				through = max(through, a.msgs[i].Seq)
+			} else if in.onDups != nil {
+				in.dups = append(in.dups, Duplicate{Server: a.msgs[i].Server, MessageID: a.msgs[i].MessageID})
 			}
 		}
 		a.res <- Result{Added: mine}

@@ -186,7 +186,8 @@ func TestGroupCommit(t *testing.T) {
 
 // The store's dedupe holds across the Accepts of one commit, as if each
 // were a call of its own in order, and against what the inbox holds; a
-// commit that adds nothing calls no OnCommit.
+// commit that adds nothing calls no OnCommit. OnDuplicates hears each
+// commit's messages not added, in commit order, once a commit.
 func TestDedupe(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s store.Store) {
 		if _, err := s.AddMessages(t.Context(), msgs("x")); err != nil {
@@ -194,7 +195,18 @@ func TestDedupe(t *testing.T) {
 		}
 		g := newGate(t, s)
 		var c commits
-		in := open(t, Options{Store: g, OnCommit: c.on})
+		var dupMu sync.Mutex
+		var dups []string // a commit's ids, space-separated
+		onDups := func(d []Duplicate) {
+			var ids []string
+			for _, x := range d {
+				ids = append(ids, x.Server+"/"+x.MessageID)
+			}
+			dupMu.Lock()
+			dups = append(dups, strings.Join(ids, " "))
+			dupMu.Unlock()
+		}
+		in := open(t, Options{Store: g, OnCommit: c.on, OnDuplicates: onDups})
 		r0 := in.Accept(msgs("first"))
 		g.take(t)
 		a, b, cc := msgs("x", "y", "y"), msgs("y", "z"), msgs("z", "w")
@@ -238,6 +250,11 @@ func TestDedupe(t *testing.T) {
 		in.Close()
 		if got := c.all(); len(got) != 2 {
 			t.Errorf("OnCommit got %v, want two calls (the last commit added nothing)", got)
+		}
+		dupMu.Lock()
+		defer dupMu.Unlock()
+		if want := []string{"srv/x srv/y srv/z", "srv/w srv/y"}; !slices.Equal(dups, want) {
+			t.Errorf("OnDuplicates got %q, want %q (none for the first commit, which added all)", dups, want)
 		}
 	})
 }

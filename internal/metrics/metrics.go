@@ -58,6 +58,7 @@ type Metrics struct {
 	treated        *prometheus.CounterVec
 	// RFC-006 (host/coalesce.go).
 	coalesced, removed, renders *prometheus.CounterVec
+	duplicates                  *prometheus.CounterVec // inbox.go
 }
 
 // Request directions.
@@ -116,8 +117,9 @@ func New(reg prometheus.Registerer, snapshot func() Snapshot) (*Metrics, error) 
 			Name: "mcpl_renders_total",
 			Help: "push/render completions, by server and what they showed (rendered, empty, fallback, lapsed, discarded).",
 		}, []string{"server", "result"}),
+		duplicates: newDuplicates(),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.calls, m.retries, m.callTime, m.treated, m.coalesced, m.removed, m.renders, liveCollector(snapshot)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.turns, m.tokens, m.calls, m.retries, m.callTime, m.treated, m.coalesced, m.removed, m.renders, m.duplicates, liveCollector(snapshot)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
