@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -143,6 +144,11 @@ type AgentState struct {
 	// TurnDeadline is how long a turn may run before the host reads as
 	// unhealthy (TurnDeadline the function says how it is chosen).
 	TurnDeadline time.Duration
+	// Backlog is how many inbox messages the agent has not consumed yet
+	// (agent.Runtime.Backlog: counted to agent.MaxBacklog; BacklogMore,
+	// that there may be more); both 0 when the store can't say.
+	Backlog     int
+	BacklogMore bool
 	// LastEvent is when its latest transcript event happened.
 	LastEvent time.Time
 	// Recent are its latest transcript events, oldest first (at most
@@ -164,11 +170,20 @@ func (h *Host) Agents() []AgentState {
 			st.Model += " " + a.Model.Model
 		}
 		st.TurnDeadline = TurnDeadline(a.Model)
+		ctx, cancel := context.WithTimeout(context.Background(), backlogWait)
+		if n, more, ok, err := set.rt.Backlog(ctx, a.Name); ok && err == nil {
+			st.Backlog, st.BacklogMore = n, more
+		}
+		cancel()
 		h.activity.fill(&st)
 		out = append(out, st)
 	}
 	return out
 }
+
+// backlogWait bounds the store's reads for one agent's backlog, so that a
+// slow store doesn't hold a status refresh.
+const backlogWait = 2 * time.Second
 
 // MinTurnDeadline is the least TurnDeadline gives.
 const MinTurnDeadline = 15 * time.Minute

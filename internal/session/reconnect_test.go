@@ -3,9 +3,9 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"

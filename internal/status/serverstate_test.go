@@ -170,7 +170,7 @@ func TestServerAndTurnShapes(t *testing.T) {
 	started := time.Now().Add(-90 * time.Second)
 	f := &fakeHost{
 		servers: []host.ServerState{{ID: "missing", ToolPrefix: "missing", State: host.StateFailed, Since: since, LastError: "exec: no", LastErrorAt: since}},
-		agents: []host.AgentState{{Name: "ada", Model: "scripted", InTurn: true, Turn: 2, TurnStartedAt: started, TurnDeadline: time.Hour,
+		agents: []host.AgentState{{Name: "ada", Model: "scripted", InTurn: true, Turn: 2, TurnStartedAt: started, TurnDeadline: time.Hour, Backlog: 1000, BacklogMore: true,
 			WokenBy: []host.Wake{{Kind: "channel", Server: "room", Channel: "#general", MessageID: "m1"}}}},
 	}
 	srv := httptest.NewServer(status.Handler(f, prometheus.NewRegistry()))
@@ -183,7 +183,8 @@ func TestServerAndTurnShapes(t *testing.T) {
 	_, body = getPath(t, srv, "/api/agents")
 	a := decode[[]status.AgentView](t, body)
 	if len(a) != 1 || a[0].Turn != 2 || a[0].TurnStartedAt.Sub(started).Abs() > time.Millisecond ||
-		a[0].TurnMs < 90_000 || a[0].TurnMs > 10*60_000 || len(a[0].WokenBy) != 1 || a[0].WokenBy[0].MessageID != "m1" || a[0].TurnDeadlineMs != 3_600_000 {
+		a[0].TurnMs < 90_000 || a[0].TurnMs > 10*60_000 || len(a[0].WokenBy) != 1 || a[0].WokenBy[0].MessageID != "m1" || a[0].TurnDeadlineMs != 3_600_000 ||
+		a[0].Backlog != 1000 || !a[0].BacklogMore {
 		t.Errorf("/api/agents = %s", body)
 	}
 }

@@ -153,17 +153,21 @@ type AgentView struct {
 	WokenBy       []host.Wake `json:"wokenBy,omitempty"`
 	// TurnDeadlineMs is how long a turn may run before /healthz reads
 	// it as stuck (host.TurnDeadline).
-	TurnDeadlineMs int64                  `json:"turnDeadlineMs,omitempty"`
-	LastEvent      time.Time              `json:"lastEvent,omitzero"`
-	Recent         []host.TranscriptEvent `json:"recent"` // oldest first
+	TurnDeadlineMs int64 `json:"turnDeadlineMs,omitempty"`
+	// Backlog is how many inbox messages it has not consumed yet, counted
+	// to 1,000; BacklogMore, that there may be more.
+	Backlog     int                    `json:"backlog"`
+	BacklogMore bool                   `json:"backlogMore,omitempty"`
+	LastEvent   time.Time              `json:"lastEvent,omitzero"`
+	Recent      []host.TranscriptEvent `json:"recent"` // oldest first
 }
 
 func agents(in []host.AgentState, recent int, now time.Time) []AgentView {
 	out := []AgentView{}
 	for _, a := range in {
 		v := AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
-			TurnDeadlineMs: a.TurnDeadline.Milliseconds(),
-			LastEvent:      utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
+			TurnDeadlineMs: a.TurnDeadline.Milliseconds(), Backlog: a.Backlog, BacklogMore: a.BacklogMore,
+			LastEvent: utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
 		if a.InTurn {
 			v.Turn, v.TurnStartedAt, v.WokenBy = a.Turn, utc(a.TurnStartedAt), a.WokenBy
 			if !a.TurnStartedAt.IsZero() {
