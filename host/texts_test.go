@@ -263,12 +263,14 @@ func TestReconnectingTexts(t *testing.T) {
 
 // TestReconnectingStub: with reconnect on, a server whose first connect
 // fails stays registered while its session retries, and its calls read
-// wire's reconnecting not-sent text, not "connecting" nor "gone".
+// wire's reconnecting not-sent text, not "connecting" nor "gone". (Its
+// program exists and exits at once: one that does not exist is not
+// retried, session.missingProgram.)
 func TestReconnectingStub(t *testing.T) {
 	h, rec := newHost(t)
 	h.Start(parse(t, `servers:
   - id: later
-    command: [/nonexistent/mcpl-server]
+    command: [/bin/sh, -c, "exit 1"]
     reconnect: {enabled: true, initial: 1h, max: 1h}
 `))
 	<-h.Settled()
