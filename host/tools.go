@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/channels"
 	"github.com/mcpl-go/mcpl/internal/session"
@@ -53,21 +54,34 @@ func (h *Host) Tools() []Tool {
 func (h *Host) HostTools() []protocol.Tool { return append(channels.Tools(), fetchReferenceTool) }
 
 // refreshNow lists a server's tools, following nextCursor, and keeps those
-// the policy allows; a server whose tools host policy denies, or that
-// advertises none, is not asked. It reports whether the listing stands (a
-// failed one leaves the last in place). A listing that fails leaves the last one in place and
-// is logged.
+// the policy allows; a server whose tools host policy denies is not asked.
+// It reports whether the listing stands (a failed one leaves the last in
+// place). A listing that fails leaves the last one in place and is logged.
+//
+// A server that does not declare the tools capability is asked too,
+// within undeclaredToolsWait: several real servers serve tools/list
+// without declaring it. One that answers "method not found" (or nothing
+// in time) has no tools, and nothing is warned; one that lists tools has
+// them, and the log says it served them undeclared.
 func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Session) bool {
 	if !toolsAllowed(srv.cfg) {
 		h.log.Debug("tools not listed: host policy denies the server's tools", "server", srv.cfg.ID)
 		return true
 	}
-	if sess.State().Init.Capabilities.Tools == nil {
-		h.log.Info("tools not listed: the server does not advertise tools", "server", srv.cfg.ID)
-		return true
+	declared := sess.State().Init.Capabilities.Tools != nil
+	wait := srv.cfg.TimeoutFor(protocol.MethodToolsList)
+	if !declared && (wait <= 0 || wait > undeclaredToolsWait) {
+		wait = undeclaredToolsWait
 	}
-	tools, err := sess.ListTools(ctx, wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsList)))
+	tools, err := sess.ListTools(ctx, wire.WithTimeout(wait))
 	var stopped *session.ListingStoppedError
+	switch {
+	case !declared && err != nil:
+		h.log.Debug("tools not listed: the server does not advertise tools, and tools/list did not list any", "server", srv.cfg.ID, "error", err.Error())
+		return true
+	case !declared && len(tools) > 0:
+		h.log.Info("the server serves tools/list without declaring the tools capability; its tools are listed", "server", srv.cfg.ID, "listed", len(tools))
+	}
 	switch {
 	case errors.As(err, &stopped):
 		h.log.Warn("tools/list would not end; keeping what was listed", "server", srv.cfg.ID, "reason", stopped.Reason)
@@ -87,6 +101,10 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 	h.log.Debug("tools listed", "server", srv.cfg.ID, "listed", len(tools), "allowed", len(allowed))
 	return true
 }
+
+// undeclaredToolsWait bounds the tools/list asked of a server that does
+// not declare tools: one that doesn't know the method may never answer.
+const undeclaredToolsWait = 5 * time.Second
 
 // refreshLater lists a server's tools in the background, coalesced: at most
 // one listing runs and one waits, however many are asked for.

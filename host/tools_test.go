@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -128,4 +129,36 @@ func TestAnswersPing(t *testing.T) {
 		t.Errorf("roots/list = %s, %v; want method not found", got, err)
 	}
 	wantOK(t, h, "x--echo", `{"text":"alive"}`, "alive")
+}
+
+// TestUndeclaredTools: a server that serves tools/list without declaring
+// the tools capability (as several real servers do) has its tools listed
+// and callable, and the log says it served them undeclared; one that
+// declares none and knows no tools methods has none, with no warning.
+func TestUndeclaredTools(t *testing.T) {
+	h, rec := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: loose\ncommand: "+ts(t, "-undeclared-tools"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(h); len(got) != len(testserverTools()) {
+		t.Fatalf("Tools = %v, want the %d the server serves", got, len(testserverTools()))
+	}
+	wantOK(t, h, "loose--echo", `{"text":"undeclared"}`, "undeclared")
+	if n := logCount(rec, "the server serves tools/list without declaring the tools capability; its tools are listed", "loose"); n != 1 {
+		t.Errorf("%d lines saying the tools were served undeclared, want 1", n)
+	}
+
+	if err := h.Connect(t.Context(), server(t, "id: bare\ncommand: "+ts(t, "-no-tools"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range toolNames(h) {
+		if strings.HasPrefix(name, "bare--") {
+			t.Errorf("a server with no tools has %s", name)
+		}
+	}
+	for _, r := range rec.All() {
+		if r.Attr("server") == "bare" && r.Level >= slog.LevelWarn {
+			t.Errorf("a server without tools logged %s %q", r.Level, r.Message)
+		}
+	}
 }

@@ -73,6 +73,9 @@ type Config struct {
 	NoServerInfo bool
 	// NoTools advertises no tools capability and knows no tools methods.
 	NoTools bool
+	// UndeclaredTools serves its tools but advertises no tools
+	// capability, as several real servers do.
+	UndeclaredTools bool
 	// Policy is how featureSets/update is answered: "accept" (the
 	// default), "degrade", "refuse" (fallback mcp-only), "refuse-close",
 	// "method-not-found", "error" (an error with words), or "ignore"
@@ -307,7 +310,7 @@ func (p prettyStream) Write(ctx context.Context, msg []byte) error {
 
 func (srv *Server) capabilities() map[string]any {
 	caps := map[string]any{}
-	if !srv.cfg.NoTools {
+	if !srv.cfg.NoTools && !srv.cfg.UndeclaredTools {
 		caps["tools"] = map[string]any{}
 	}
 	if len(srv.cfg.MCPL) > 0 {

@@ -46,6 +46,7 @@ func main() {
 	flag.StringVar(&cfg.HoldInitialize, "hold-initialize", "", "a FIFO to open before answering initialize (held until a test opens it for writing)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
 	flag.BoolVar(&cfg.NoTools, "no-tools", false, "advertise no tools and know no tools methods")
+	flag.BoolVar(&cfg.UndeclaredTools, "undeclared-tools", false, "serve the tools but advertise no tools capability")
 	var exitOn, ignore lines
 	flag.Var(&exitOn, "exit-on", "METHOD=CODE: exit with CODE when METHOD arrives (repeatable)")
 	flag.Var(&ignore, "ignore", "a method never to answer (repeatable)")
