@@ -31,8 +31,10 @@ WORKDIR /data
 VOLUME /data
 # The status page, /healthz, /metrics and the JSON API (docs/status.md).
 EXPOSE 8080
-# /healthz is 200 while the host runs and its store writes, 503 when the
-# store fails (docs/status.md).
+# /healthz is 200 while every configured server is connected, no agent's
+# turn is past its deadline and the store writes; 503 otherwise, with the
+# reasons (docs/status.md). A server still making its first connect is
+# not a reason: /readyz reports startup.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD wget -q -O /dev/null http://127.0.0.1:8080/healthz || exit 1
 ENTRYPOINT ["mcplhost"]
