@@ -19,14 +19,8 @@ func TestAgentBacklog(t *testing.T) {
 	r := newAgentRig(t, strings.Replace(openaiConfig, "APIURL", api.URL, 1), nil)
 	r.serverLog(3)
 	backlog := func() int {
-		t.Helper()
-		for _, a := range r.h.Agents() {
-			if a.Name == "ada" {
-				return a.Backlog
-			}
-		}
-		t.Fatal("no agent ada")
-		return 0
+		n, _ := r.h.Backlog("ada")
+		return n
 	}
 	r.incoming("a", "m0", "first")
 	api.WaitHeld(1)

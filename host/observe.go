@@ -144,11 +144,6 @@ type AgentState struct {
 	// TurnDeadline is how long a turn may run before the host reads as
 	// unhealthy (TurnDeadline the function says how it is chosen).
 	TurnDeadline time.Duration
-	// Backlog is how many inbox messages the agent has not consumed yet
-	// (agent.Runtime.Backlog: counted to agent.MaxBacklog; BacklogMore,
-	// that there may be more); both 0 when the store can't say.
-	Backlog     int
-	BacklogMore bool
 	// LastEvent is when its latest transcript event happened.
 	LastEvent time.Time
 	// Recent are its latest transcript events, oldest first (at most
@@ -170,11 +165,6 @@ func (h *Host) Agents() []AgentState {
 			st.Model += " " + a.Model.Model
 		}
 		st.TurnDeadline = TurnDeadline(a.Model)
-		ctx, cancel := context.WithTimeout(context.Background(), backlogWait)
-		if n, more, ok, err := set.rt.Backlog(ctx, a.Name); ok && err == nil {
-			st.Backlog, st.BacklogMore = n, more
-		}
-		cancel()
 		h.activity.fill(&st)
 		out = append(out, st)
 	}
@@ -184,6 +174,25 @@ func (h *Host) Agents() []AgentState {
 // backlogWait bounds the store's reads for one agent's backlog, so that a
 // slow store doesn't hold a status refresh.
 const backlogWait = 2 * time.Second
+
+// Backlog is how many inbox messages agent has not consumed yet
+// (agent.Runtime.Backlog: counted to agent.MaxBacklog; more, that there
+// may be more); 0 when it doesn't run or the store can't say. It reads the
+// store, so it is asked apart from Agents, which /healthz reads at every
+// probe: only the status page's agents want it.
+func (h *Host) Backlog(agent string) (n int, more bool) {
+	set := h.running()
+	if set == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backlogWait)
+	defer cancel()
+	n, more, ok, err := set.rt.Backlog(ctx, agent)
+	if !ok || err != nil {
+		return 0, false
+	}
+	return n, more
+}
 
 // MinTurnDeadline is the least TurnDeadline gives.
 const MinTurnDeadline = 15 * time.Minute

@@ -22,6 +22,7 @@ type bareHost struct{ st *host.StoreState }
 func (bareHost) Servers() []host.ServerState   { return nil }
 func (bareHost) Channels() []host.ChannelState { return nil }
 func (bareHost) Agents() []host.AgentState     { return nil }
+func (bareHost) Backlog(string) (int, bool)    { return 0, false }
 
 type healthHost struct {
 	bareHost

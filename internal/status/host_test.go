@@ -68,6 +68,7 @@ type noHost struct{}
 func (noHost) Servers() []host.ServerState   { return nil }
 func (noHost) Channels() []host.ChannelState { return nil }
 func (noHost) Agents() []host.AgentState     { return nil }
+func (noHost) Backlog(string) (int, bool)    { return 0, false }
 
 // ipv6Loopback skips the test when the machine has no IPv6 loopback.
 func ipv6Loopback(t *testing.T) {

@@ -27,7 +27,10 @@ type fakeHost struct {
 	grow    bool
 	settled chan struct{}
 	calls   int
+	backlog int // every agent's, with more
 }
+
+func (f *fakeHost) Backlog(string) (int, bool) { return f.backlog, f.backlog > 0 }
 
 func (f *fakeHost) Servers() []host.ServerState {
 	f.mu.Lock()
@@ -169,8 +172,9 @@ func TestServerAndTurnShapes(t *testing.T) {
 	since := time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC)
 	started := time.Now().Add(-90 * time.Second)
 	f := &fakeHost{
+		backlog: 1000,
 		servers: []host.ServerState{{ID: "missing", ToolPrefix: "missing", State: host.StateFailed, Since: since, LastError: "exec: no", LastErrorAt: since}},
-		agents: []host.AgentState{{Name: "ada", Model: "scripted", InTurn: true, Turn: 2, TurnStartedAt: started, TurnDeadline: time.Hour, Backlog: 1000, BacklogMore: true,
+		agents: []host.AgentState{{Name: "ada", Model: "scripted", InTurn: true, Turn: 2, TurnStartedAt: started, TurnDeadline: time.Hour,
 			WokenBy: []host.Wake{{Kind: "channel", Server: "room", Channel: "#general", MessageID: "m1"}}}},
 	}
 	srv := httptest.NewServer(status.Handler(f, prometheus.NewRegistry()))

@@ -166,8 +166,8 @@ func agents(in []host.AgentState, recent int, now time.Time) []AgentView {
 	out := []AgentView{}
 	for _, a := range in {
 		v := AgentView{Name: a.Name, Model: a.Model, Turns: a.Turns, TokensIn: a.TokensIn, TokensOut: a.TokensOut, InTurn: a.InTurn,
-			TurnDeadlineMs: a.TurnDeadline.Milliseconds(), Backlog: a.Backlog, BacklogMore: a.BacklogMore,
-			LastEvent: utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
+			TurnDeadlineMs: a.TurnDeadline.Milliseconds(),
+			LastEvent:      utc(a.LastEvent), Recent: append([]host.TranscriptEvent{}, a.Recent[max(0, len(a.Recent)-recent):]...)}
 		if a.InTurn {
 			v.Turn, v.TurnStartedAt, v.WokenBy = a.Turn, utc(a.TurnStartedAt), a.WokenBy
 			if !a.TurnStartedAt.IsZero() {

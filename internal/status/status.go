@@ -32,6 +32,10 @@ type Host interface {
 	Servers() []host.ServerState
 	Channels() []host.ChannelState
 	Agents() []host.AgentState
+	// Backlog is how many inbox messages an agent has not consumed yet
+	// (more: there may be more); asked for /api/agents only, as it reads
+	// the store.
+	Backlog(agent string) (n int, more bool)
 }
 
 //go:embed page.html
@@ -82,7 +86,11 @@ func Handler(h Host, g prometheus.Gatherer) http.Handler {
 			}
 			n = min(k, host.RecentEvents)
 		}
-		writeJSON(w, agents(h.Agents(), n, time.Now()))
+		views := agents(h.Agents(), n, time.Now())
+		for i := range views {
+			views[i].Backlog, views[i].BacklogMore = h.Backlog(views[i].Name)
+		}
+		writeJSON(w, views)
 	})
 	return mux
 }
