@@ -113,7 +113,7 @@ func TestModelRetried(t *testing.T) {
 		for _, ev := range h.rec.of("ada", "") {
 			switch ev.Event {
 			case EventModelRetry, EventModelFailed, EventModel:
-				got = append(got, ev.Event+" "+ev.Provider+" "+itoa(ev.Attempt.N)+" "+itoa(int(ev.Attempt.WaitMs)))
+				got = append(got, ev.Event+" "+ev.Provider+" "+strconv.Itoa(ev.Attempt.N)+" "+strconv.FormatInt(ev.Attempt.WaitMs, 10))
 			}
 		}
 		if diff := cmp.Diff([]string{"model_retry openai 1 3000", "model_retry openai 2 2000", "model openai 3 0"}, got); diff != "" {
@@ -126,8 +126,6 @@ func TestModelRetried(t *testing.T) {
 		}
 	})
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestModelRetriesSpent: a call that keeps failing is made Attempts times;
 // the agent is told, in its terms, with none of the provider's words.
