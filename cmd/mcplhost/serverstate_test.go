@@ -67,6 +67,8 @@ func TestRunServerState(t *testing.T) {
 	ctl := filepath.Join(dir, "chat.control")
 	cfg := filepath.Join(dir, "host.yaml")
 	if err := os.WriteFile(cfg, []byte("store: ./host.db\nservers:\n  - id: chat\n    command: "+chanserverCommand(t, ctl)+
+		// Redialed, but not before the test has read it down.
+		"\n    reconnect: {enabled: true, initial: 1h, max: 1h}"+
 		"\n  - id: missing\n    command: [/nonexistent/mcpl-no-such-server]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
