@@ -19,7 +19,7 @@ func TestAgentBacklog(t *testing.T) {
 	r := newAgentRig(t, strings.Replace(openaiConfig, "APIURL", api.URL, 1), nil)
 	r.serverLog(3)
 	backlog := func() int {
-		n, _ := r.h.Backlog("ada")
+		n, _ := r.h.Backlog(t.Context(), "ada")
 		return n
 	}
 	r.incoming("a", "m0", "first")

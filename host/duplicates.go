@@ -47,7 +47,9 @@ func newDuplicates(log *slog.Logger, m *metrics.Metrics) *duplicates {
 }
 
 // seen takes one commit's duplicates (inbox.Options.OnDuplicates): it is
-// called on the inbox's goroutine and never waits for more than its lock.
+// called on the inbox's goroutine, and waits for its lock and, for a
+// window's first line, for the log's write; what follows in the window is
+// only counted.
 func (d *duplicates) seen(dups []inbox.Duplicate) {
 	for len(dups) > 0 {
 		// One server's run of them at a time, in commit order.

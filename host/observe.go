@@ -171,22 +171,16 @@ func (h *Host) Agents() []AgentState {
 	return out
 }
 
-// backlogWait bounds the store's reads for one agent's backlog, so that a
-// slow store doesn't hold a status refresh.
-const backlogWait = 2 * time.Second
-
 // Backlog is how many inbox messages agent has not consumed yet
 // (agent.Runtime.Backlog: counted to agent.MaxBacklog; more, that there
-// may be more); 0 when it doesn't run or the store can't say. It reads the
-// store, so it is asked apart from Agents, which /healthz reads at every
-// probe: only the status page's agents want it.
-func (h *Host) Backlog(agent string) (n int, more bool) {
+// may be more); 0 when it doesn't run or the store can't say within ctx.
+// It reads the store, so it is asked apart from Agents, which /healthz
+// reads at every probe: only the status page's agents want it.
+func (h *Host) Backlog(ctx context.Context, agent string) (n int, more bool) {
 	set := h.running()
 	if set == nil {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), backlogWait)
-	defer cancel()
 	n, more, ok, err := set.rt.Backlog(ctx, agent)
 	if !ok || err != nil {
 		return 0, false

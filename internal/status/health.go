@@ -57,10 +57,7 @@ func health(h Host, now time.Time) HealthView {
 	v := HealthView{Status: "ok"}
 	starting := !ready(h)
 	for _, s := range h.Servers() {
-		st := s.State
-		if st == "" {
-			st = serverState(s)
-		}
+		st := serverState(s)
 		if st == host.StateConnected || starting && st == host.StateConnecting {
 			continue
 		}

@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -19,10 +20,10 @@ import (
 // store health.
 type bareHost struct{ st *host.StoreState }
 
-func (bareHost) Servers() []host.ServerState   { return nil }
-func (bareHost) Channels() []host.ChannelState { return nil }
-func (bareHost) Agents() []host.AgentState     { return nil }
-func (bareHost) Backlog(string) (int, bool)    { return 0, false }
+func (bareHost) Servers() []host.ServerState                 { return nil }
+func (bareHost) Channels() []host.ChannelState               { return nil }
+func (bareHost) Agents() []host.AgentState                   { return nil }
+func (bareHost) Backlog(context.Context, string) (int, bool) { return 0, false }
 
 type healthHost struct {
 	bareHost

@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -65,10 +66,10 @@ func TestHostHeaderRefused(t *testing.T) {
 // noHost is a Host with nothing in it, for the listening tests.
 type noHost struct{}
 
-func (noHost) Servers() []host.ServerState   { return nil }
-func (noHost) Channels() []host.ChannelState { return nil }
-func (noHost) Agents() []host.AgentState     { return nil }
-func (noHost) Backlog(string) (int, bool)    { return 0, false }
+func (noHost) Servers() []host.ServerState                 { return nil }
+func (noHost) Channels() []host.ChannelState               { return nil }
+func (noHost) Agents() []host.AgentState                   { return nil }
+func (noHost) Backlog(context.Context, string) (int, bool) { return 0, false }
 
 // ipv6Loopback skips the test when the machine has no IPv6 loopback.
 func ipv6Loopback(t *testing.T) {

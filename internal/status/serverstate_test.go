@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ type fakeHost struct {
 	backlog int // every agent's, with more
 }
 
-func (f *fakeHost) Backlog(string) (int, bool) { return f.backlog, f.backlog > 0 }
+func (f *fakeHost) Backlog(context.Context, string) (int, bool) { return f.backlog, f.backlog > 0 }
 
 func (f *fakeHost) Servers() []host.ServerState {
 	f.mu.Lock()

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"sync"
 	"time"
 
 	"github.com/mcpl-go/mcpl/host"
@@ -190,8 +191,12 @@ type HostView struct {
 	Health        string    `json:"health"`
 }
 
+// version is the build running, read once: it can't change while the
+// process runs.
+var version = sync.OnceValue(func() string { return buildinfo.Get().String() })
+
 func hostView(h Host, started, now time.Time) HostView {
-	return HostView{Version: buildinfo.Get().String(), Started: started.UTC(), UptimeSeconds: int64(now.Sub(started).Seconds()),
+	return HostView{Version: version(), Started: started.UTC(), UptimeSeconds: int64(now.Sub(started).Seconds()),
 		Ready: ready(h), Health: health(h, now).Status}
 }
 

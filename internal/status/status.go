@@ -35,8 +35,12 @@ type Host interface {
 	// Backlog is how many inbox messages an agent has not consumed yet
 	// (more: there may be more); asked for /api/agents only, as it reads
 	// the store.
-	Backlog(agent string) (n int, more bool)
+	Backlog(ctx context.Context, agent string) (n int, more bool)
 }
+
+// backlogWait bounds the store's reads of one /api/agents request's
+// backlogs, so that a slow store doesn't hold the page.
+const backlogWait = 2 * time.Second
 
 //go:embed page.html
 var page []byte
@@ -87,9 +91,12 @@ func Handler(h Host, g prometheus.Gatherer) http.Handler {
 			n = min(k, host.RecentEvents)
 		}
 		views := agents(h.Agents(), n, time.Now())
+		// One bound for the request's store reads, which end with it.
+		ctx, cancel := context.WithTimeout(r.Context(), backlogWait)
 		for i := range views {
-			views[i].Backlog, views[i].BacklogMore = h.Backlog(views[i].Name)
+			views[i].Backlog, views[i].BacklogMore = h.Backlog(ctx, views[i].Name)
 		}
+		cancel()
 		writeJSON(w, views)
 	})
 	return mux
