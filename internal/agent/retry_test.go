@@ -211,3 +211,16 @@ func TestNoRetryAfterStreaming(t *testing.T) {
 		}
 	})
 }
+
+// The issue's own words, for the default four attempts: "the model call
+// failed and was retried 3 times; the message was not answered".
+func TestModelFailedTextAfterDefaultRetries(t *testing.T) {
+	got := textModelFailed(&callFailed{err: retryable(0), attempts: DefaultRetryAttempts, stop: stopSpent}, "", "")
+	want := "[host] This turn ended early: the model call failed and was retried 3 times; the message was not answered. What you said before it stands; nothing after it was sent. The next message that wakes you starts a new turn."
+	if got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	if strings.Contains(got, "127.0.0.1") || strings.Contains(got, "OPENAI_API_KEY") {
+		t.Errorf("the provider's words reached the agent: %q", got)
+	}
+}
