@@ -16,7 +16,7 @@ version, revision, time, modified and goVersion (those the build doesn't
 know are left out, goVersion and version aside). mcplhost --version and
 -version are the same as mcplhost version.
 
-Exit status: 0, or 2 for usage errors.
+Exit status: 0; 1 when the output could not be written; 2 for usage errors.
 `
 
 // runVersion implements `mcplhost version` (and --version).
