@@ -22,8 +22,9 @@ const (
 	MethodToolsListChanged = "notifications/tools/list_changed"
 )
 
-// ProtocolVersion is the MCP revision this host speaks.
-const ProtocolVersion = "2024-11-05"
+// ProtocolVersion is the oldest MCP revision, the one SPEC.md's examples
+// name; Versions lists every one this host speaks.
+const ProtocolVersion = Version20241105
 
 // Implementation names a client or server.
 type Implementation struct {

@@ -156,7 +156,7 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		c.mu.Lock()
 		c.init = &p
 		c.mu.Unlock()
-		return c.s.initializeResult(), nil
+		return c.s.initializeResult(p.ProtocolVersion), nil
 	case protocol.MethodInitialized:
 		return nil, nil
 	case protocol.MethodPing:

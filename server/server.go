@@ -309,8 +309,20 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// initializeResult is the server's answer to initialize.
-func (s *Server) initializeResult() protocol.InitializeResult {
+func answeredVersion(asked string) string {
+	if slices.Contains(protocol.LegacyVersions, asked) {
+		return asked
+	}
+	return protocol.LegacyVersions[0]
+}
+
+// initializeResult is the server's answer to an initialize that asked for
+// protocol version asked: that version when it is one of MCP's
+// initialize revisions (protocol.LegacyVersions), else the newest of
+// them, as MCP's lifecycle says. The SDK serves every one of them alike:
+// what changed between them (structured output, resource links, titles)
+// is what a handler chooses to send.
+func (s *Server) initializeResult(asked string) protocol.InitializeResult {
 	caps := protocol.ServerCapabilities{Experimental: map[string]json.RawMessage{}}
 	s.mu.RLock()
 	if len(s.tools) > 0 {
@@ -320,7 +332,7 @@ func (s *Server) initializeResult() protocol.InitializeResult {
 	s.mu.RUnlock()
 	caps.Experimental["mcpl"] = advertisement(paths, s.opts.FeatureSets)
 	return protocol.InitializeResult{
-		ProtocolVersion: protocol.ProtocolVersion,
+		ProtocolVersion: answeredVersion(asked),
 		Capabilities:    caps,
 		ServerInfo:      &protocol.Implementation{Name: s.name, Version: s.version},
 		Instructions:    s.opts.Instructions,

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,9 @@ type conn struct {
 	offered      []string
 	offeredKnown bool
 	offeredWhy   string
+	// modern is the revision of a stateless (2026-07-28) connection, ""
+	// for one opened with initialize; set before it is installed.
+	modern string
 }
 
 // ErrRefusedClose is a server's refusal of the policy with fallback
@@ -64,6 +68,21 @@ const (
 // any other policy exchange that goes wrong leaves MCPL off instead.
 // tracked says whether the calling goroutine is one Close waits for.
 func (s *Session) connect(ctx context.Context, tracked bool) error {
+	probed := s.probing()
+	err := s.connectOnce(ctx, tracked)
+	if probed && errors.Is(err, errDiscoverClosed) && ctx.Err() == nil {
+		// A server of an earlier revision that ends the connection on a
+		// first message other than initialize: open it again with
+		// initialize alone, now and from now on.
+		s.log.Info("the server closed the connection on server/discover; connecting again with initialize", "error", err.Error())
+		s.legacy.Store(true)
+		err = s.connectOnce(ctx, tracked)
+	}
+	return err
+}
+
+// connectOnce is one dial and handshake of connect.
+func (s *Session) connectOnce(ctx context.Context, tracked bool) error {
 	stream, err := s.cfg.Dial(ctx)
 	if err != nil {
 		return err
@@ -81,7 +100,7 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	st, why, err := c.handshake(ctx)
 	if err != nil {
 		c.abandon(whyFailed)
-		if errors.Is(err, ErrRefusedClose) {
+		if errors.Is(err, ErrRefusedClose) || errors.Is(err, ErrVersion) {
 			s.mu.Lock()
 			s.state = st
 			s.mu.Unlock()
@@ -104,6 +123,14 @@ func (s *Session) connect(ctx context.Context, tracked bool) error {
 	s.state = st
 	s.mu.Unlock()
 	c.settle(st.Grant, why)
+	if c.modern != "" && listChanged(st.Init.Capabilities.Tools) {
+		s.mu.Lock()
+		if !s.closed {
+			s.running.add()
+			go c.listen()
+		}
+		s.mu.Unlock()
+	}
 	if s.cfg.OnConnect != nil {
 		s.callback(tracked, func() { s.cfg.OnConnect(s) })
 	}
@@ -149,26 +176,61 @@ func (c *conn) notOffered(capability string) string {
 	return fmt.Sprintf("capability %q is not in the effective grant: the server did not advertise it", capability)
 }
 
-// handshake runs initialize, notifications/initialized and, for an MCPL
-// server, the policy exchange. why says why policy is not established
-// ("" when it is).
+// handshake opens the connection at an MCP revision both sides speak
+// (version.go): server/discover first when Config.Discover says so, then,
+// for a server of the earlier revisions, initialize,
+// notifications/initialized and, for an MCPL server, the policy exchange.
+// why says why policy is not established ("" when it is).
 func (c *conn) handshake(ctx context.Context) (st State, why string, err error) {
 	s := c.s
+	offer := protocol.LegacyVersions[0]
+	probed := s.probing()
+	if probed {
+		verdict, o, err := c.discover(ctx, &st)
+		switch {
+		case err != nil:
+			return st, "", err
+		case verdict == eraModern:
+			return c.modernReady(st)
+		case o != "":
+			offer = o
+		}
+	}
 	params := protocol.InitializeParams{
-		ProtocolVersion: protocol.ProtocolVersion,
+		ProtocolVersion: offer,
 		Capabilities: protocol.ClientCapabilities{Experimental: map[string]json.RawMessage{
 			"mcpl": withCoalescing(HostAdvertisement(s.cfg.Implemented), s.cfg.Coalescing),
 		}},
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}
-	if err := c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout)); err != nil {
+	err = c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout))
+	if retry, theirs, ok := initializeRefused(err, offer); ok {
+		st.ServerVersions = theirs
+		if retry == "" {
+			return st, "", fmt.Errorf("%w: the server refused initialize at %s and speaks %s; this host speaks %s",
+				ErrVersion, offer, versionList(theirs), versionList(protocol.LegacyVersions))
+		}
+		s.log.Info("the server refused the protocol version offered; offering the newest it named", "offered", offer, "supported", theirs, "offering", retry)
+		offer, params.ProtocolVersion = retry, retry
+		err = c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout))
+	}
+	if err != nil {
+		if probed {
+			err = unknownInitialize(err)
+		}
 		return st, "", err
 	}
+	if err := c.checkAnswered(offer, st.Init.ProtocolVersion); err != nil {
+		return st, "", err
+	}
+	st.Version = cmp.Or(st.Init.ProtocolVersion, offer)
 	// Some servers read exactly one message after their initialize answer
 	// and drop it unless it is this one: it goes first, before anything.
 	if err := c.peer.Notify(ctx, protocol.MethodInitialized, nil); err != nil {
 		return st, "", err
 	}
+	// It answered initialize: its reconnects are opened the same way.
+	s.legacy.Store(true)
 	st.Grant = emptyGrant()
 	raw := st.Init.Capabilities.MCPL()
 	if why := st.Init.Capabilities.ExperimentalInvalid; why != "" {

@@ -372,7 +372,7 @@ func TestPolicyOnTheWire(t *testing.T) {
 		if err := json.Unmarshal(init.Params, &ip); err != nil {
 			t.Fatal(err)
 		}
-		if ip.ProtocolVersion != protocol.ProtocolVersion || ip.ClientInfo != (protocol.Implementation{Name: "testhost", Version: "9.9"}) {
+		if ip.ProtocolVersion != protocol.LegacyVersions[0] || ip.ClientInfo != (protocol.Implementation{Name: "testhost", Version: "9.9"}) {
 			t.Errorf("initialize params %s", init.Params)
 		}
 		if !jsonEqual(ip.Capabilities.Experimental["mcpl"], session.HostAdvertisement(served)) {

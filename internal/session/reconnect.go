@@ -55,6 +55,13 @@ func (s *Session) redialLoop() {
 			}
 			return
 		}
+		if errors.Is(err, ErrVersion) {
+			s.log.Warn("reconnecting stopped: the server shares no MCP protocol version with this host", "error", err.Error())
+			if s.cfg.OnDisconnect != nil {
+				s.callback(true, func() { s.cfg.OnDisconnect(s, false) })
+			}
+			return
+		}
 		if errors.Is(err, ErrClosed) || s.ctx.Err() != nil {
 			return
 		}

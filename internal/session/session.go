@@ -52,6 +52,12 @@ type Config struct {
 	// InitializeTimeout and PolicyTimeout bound the handshake's two
 	// requests (0 means DefaultInitializeTimeout and DefaultPolicyTimeout).
 	InitializeTimeout, PolicyTimeout time.Duration
+	// Discover opens each connection with server/discover, to meet a
+	// server of MCP 2026-07-28 at that revision (version.go); without it
+	// every connection opens with initialize. DiscoverTimeout bounds it (0
+	// means DefaultDiscoverTimeout).
+	Discover        bool
+	DiscoverTimeout time.Duration
 	// Reconnect redials after an unexpected close.
 	Reconnect Reconnect
 	// Handler answers the privileged methods the session admits, other
@@ -164,8 +170,17 @@ type PolicyResult struct {
 // State is a snapshot of the session.
 type State struct {
 	Connected bool
-	// ServerInfo and MCPL are from the current connection's initialize.
+	// ServerInfo and MCPL are from the current connection's initialize
+	// (for a 2026-07-28 server, from its server/discover answer).
 	Init protocol.InitializeResult
+	// Version is the MCP revision the connection speaks: the one the
+	// server answered, or the one offered when its answer named none.
+	Version string
+	// Modern says the connection speaks 2026-07-28, stateless.
+	Modern bool
+	// ServerVersions are the revisions the server said it speaks, when it
+	// said (server/discover, or a refusal's data.supported).
+	ServerVersions []string
 	// Advertisement is MCPL as understood; nil for a plain MCP server.
 	Advertisement *grant.Advertisement
 	// Policy is nil until the exchange settles, and for a plain MCP server.
@@ -198,7 +213,13 @@ type Session struct {
 	running routines // the session's goroutines: Close waits for them
 
 	reconnects atomic.Int64 // reconnects that succeeded
+	// legacy is set once the server has answered initialize: its
+	// reconnects skip server/discover.
+	legacy atomic.Bool
 }
+
+// probing reports whether the next connection opens with server/discover.
+func (s *Session) probing() bool { return s.cfg.Discover && !s.legacy.Load() }
 
 // ErrClosed is returned by Connect when the session was closed meanwhile.
 var ErrClosed = errors.New("session: closed")
@@ -224,6 +245,9 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	if cfg.PolicyTimeout <= 0 {
 		cfg.PolicyTimeout = DefaultPolicyTimeout
+	}
+	if cfg.DiscoverTimeout <= 0 {
+		cfg.DiscoverTimeout = DefaultDiscoverTimeout
 	}
 	if cfg.ClientName == "" {
 		cfg.ClientName = "mcplhost"
@@ -251,6 +275,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		s.limits.Close()
 		return nil, ctx.Err()
 	case !cfg.Reconnect.Enabled || errors.Is(err, ErrRefusedClose):
+		s.cancel()
+		s.limits.Close()
+		return nil, err
+	case errors.Is(err, ErrVersion):
+		s.log.Warn("the server shares no MCP protocol version with this host, so it is not retried", "error", err.Error())
 		s.cancel()
 		s.limits.Close()
 		return nil, err
@@ -390,6 +419,7 @@ func (s *Session) State() State {
 		st.Policy = nil
 	}
 	st.Grant = st.Grant.Clone()
+	st.ServerVersions = slices.Clone(st.ServerVersions)
 	if st.Init.ServerInfo != nil {
 		info := *st.Init.ServerInfo
 		st.Init.ServerInfo = &info
@@ -452,6 +482,9 @@ func (s *Session) Call(ctx context.Context, method string, params, result any, o
 	c, err := s.current(method)
 	if err != nil {
 		return err
+	}
+	if c.modern != "" {
+		return c.modernCall(ctx, method, params, result, opts...)
 	}
 	return c.peer.Call(ctx, method, params, result, opts...)
 }

@@ -37,6 +37,7 @@ package testserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,14 @@ type Config struct {
 	// before it answers initialize: the answer waits until a test opens it
 	// for writing.
 	HoldInitialize string
+	// Modern, "only" or "dual", serves MCP 2026-07-28 (modern.go): only
+	// that revision, or it and 2025-11-25 through initialize.
+	Modern string
+	// ListenFailFirst refuses the first subscriptions/listen.
+	ListenFailFirst bool
+	// ProtocolVersion is the revision answered to initialize ("" answers
+	// protocol.ProtocolVersion; "echo" answers the one asked for).
+	ProtocolVersion string
 	// Exit is how the process leaves (os.Exit in the program); tests in
 	// process may replace it.
 	Exit func(code int)
@@ -128,6 +137,7 @@ type Server struct {
 	peer     *wire.Peer
 	peerSet  chan struct{} // closed once peer is set
 	requests atomic.Int64
+	modern   modernState
 
 	mu       sync.Mutex
 	init     json.RawMessage // the host's initialize params
@@ -193,6 +203,9 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 			srv.cfg.Exit(3)
 		}
 	}
+	if res, done, err := srv.modernServe(ctx, req); done {
+		return res, err
+	}
 	switch req.Method {
 	case protocol.MethodInitialize:
 		srv.mu.Lock()
@@ -205,7 +218,12 @@ func (srv *Server) serve(ctx context.Context, req *wire.Request) (any, error) {
 		}
 		res := map[string]any{"capabilities": srv.capabilities()}
 		if !srv.cfg.NoServerInfo {
-			res["protocolVersion"] = protocol.ProtocolVersion
+			res["protocolVersion"] = cmp.Or(srv.cfg.ProtocolVersion, protocol.ProtocolVersion)
+			if srv.cfg.ProtocolVersion == "echo" {
+				var p protocol.InitializeParams
+				_ = json.Unmarshal(req.Params, &p)
+				res["protocolVersion"] = p.ProtocolVersion
+			}
 			res["serverInfo"] = protocol.Implementation{Name: srv.cfg.Name, Version: "1.0.0"}
 		}
 		return res, nil

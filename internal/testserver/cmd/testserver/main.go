@@ -46,6 +46,9 @@ func main() {
 	flag.StringVar(&cfg.HoldInitialize, "hold-initialize", "", "a FIFO to open before answering initialize (held until a test opens it for writing)")
 	flag.BoolVar(&cfg.NoServerInfo, "no-server-info", false, "omit serverInfo and protocolVersion")
 	flag.BoolVar(&cfg.NoTools, "no-tools", false, "advertise no tools and know no tools methods")
+	flag.StringVar(&cfg.Modern, "modern", "", "serve MCP 2026-07-28: only, or dual (2025-11-25 through initialize too)")
+	flag.BoolVar(&cfg.ListenFailFirst, "listen-fail-first", false, "refuse the first subscriptions/listen (with -modern)")
+	flag.StringVar(&cfg.ProtocolVersion, "protocol-version", "", "the protocol version answered to initialize (echo: the one asked)")
 	flag.BoolVar(&cfg.UndeclaredTools, "undeclared-tools", false, "serve the tools but advertise no tools capability")
 	var exitOn, ignore lines
 	flag.Var(&exitOn, "exit-on", "METHOD=CODE: exit with CODE when METHOD arrives (repeatable)")
