@@ -120,6 +120,10 @@ type Server struct {
 	// URL; empty for none. See Token.
 	TokenEnv string
 
+	// ProtocolVersion pins the MCP revision the host speaks to the server
+	// (one of protocol.Versions); "" negotiates (docs/mcp.md).
+	ProtocolVersion string
+
 	// ToolPrefix namespaces the server's tools: <ToolPrefix>--<tool>.
 	// It defaults to ID.
 	ToolPrefix string

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/mcpl-go/mcpl/protocol"
 	"path/filepath"
 	"strings"
 	"time"
@@ -12,7 +13,7 @@ import (
 // The keys each mapping accepts.
 var (
 	topKeys       = []string{"store", "inboxRetention", "servers", "agents", "conversations", "inference"}
-	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels", "acceptTreatment"}
+	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels", "acceptTreatment", "protocolVersion"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
 	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes", "bots"}
@@ -167,6 +168,14 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 					d.add(line, path, "is not an environment variable name (letters, digits and _, not starting with a digit); write the name of the variable that holds the token, never the token itself")
 				} else {
 					s.TokenEnv = v
+				}
+			}
+		case "protocolVersion":
+			if v, ok := d.scalar(e.val, path, line, "an MCP revision like 2025-11-25"); ok {
+				if !protocol.Speaks(v) {
+					d.add(line, path, "%q is not an MCP revision this host speaks (%s); leave it out to negotiate", v, strings.Join(protocol.Versions, ", "))
+				} else {
+					s.ProtocolVersion = v
 				}
 			}
 		case "acceptTreatment":

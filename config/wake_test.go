@@ -72,3 +72,20 @@ func TestAcceptTreatment(t *testing.T) {
 		}
 	}
 }
+
+// servers[].protocolVersion: a revision this host speaks, or nothing.
+func TestProtocolVersionPin(t *testing.T) {
+	for _, v := range []string{"2026-07-28", "2025-11-25", "2024-11-05"} {
+		if s, err := one(t, "    protocolVersion: \""+v+"\"\n"); err != nil || s.ProtocolVersion != v {
+			t.Errorf("%s: %q, %v", v, s.ProtocolVersion, err)
+		}
+	}
+	if s, err := one(t, ""); err != nil || s.ProtocolVersion != "" {
+		t.Errorf("absent: %q, %v", s.ProtocolVersion, err)
+	}
+	_, err := one(t, "    protocolVersion: \"2025-01-01\"\n")
+	want := `c.yaml:4: servers[0].protocolVersion: "2025-01-01" is not an MCP revision this host speaks (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05); leave it out to negotiate`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+}

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/jsonschema-go/jsonschema"
 	"io"
 	"log/slog"
 	"os"
@@ -179,6 +180,9 @@ type server struct {
 
 	mu    sync.Mutex
 	tools []protocol.Tool // as listed, filtered by the tool policy
+	// outputs are the compiled output schemas of tools, by name
+	// (outputschema.go).
+	outputs map[string]*jsonschema.Resolved
 }
 
 // New returns a host with no servers connected, its channel decisions
@@ -477,6 +481,8 @@ func (h *Host) sessionConfig(srv *server) session.Config {
 		Coalescing:     coalescingFor(h.running()),
 		OnPushEvent:    h.acceptPushEvent,
 		RequestTimeout: cfg.TimeoutFor(""),
+		Discover:       true,
+		Version:        cfg.ProtocolVersion,
 		Reconnect:      reconnect(cfg),
 		Handler:        wire.HandlerFunc(func(ctx context.Context, req *wire.Request) (any, error) { return h.serveInbound(ctx, srv, req) }),
 		Bind: func(s *session.Session) {

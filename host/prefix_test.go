@@ -80,8 +80,9 @@ func TestPrefixesThatMeetAtRuntime(t *testing.T) {
 	if err := h.Connect(t.Context(), server(t, "id: b\ntoolPrefix: ab\ncommand: "+ts(t, "-name", "b"))); err != nil {
 		t.Fatalf("prefix ab beside a: %v", err)
 	}
-	wantOK(t, h, "a--count", `{}`, "3")
-	wantOK(t, h, "ab--count", `{}`, "3")
+	// server/discover, initialize, tools/list and the call: 4.
+	wantOK(t, h, "a--count", `{}`, "4")
+	wantOK(t, h, "ab--count", `{}`, "4")
 	// The longer prefix may come first: "ab-" meets "ab".
 	late := server(t, "id: c\ncommand: "+ts(t))
 	late.ToolPrefix = "ab-"

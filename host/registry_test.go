@@ -227,8 +227,9 @@ func TestRestartRefusals(t *testing.T) {
 	if !errors.As(err, &conflict) || conflict.ID != "a" || conflict.OtherID != "b" {
 		t.Errorf("Restart into b's prefix = %v", err)
 	}
-	// a is untouched: same connection, same prefix.
-	wantOK(t, h, "a--count", `{}`, "3")
+	// a is untouched: same connection, same prefix (server/discover,
+	// initialize, tools/list and the call).
+	wantOK(t, h, "a--count", `{}`, "4")
 	wantOK(t, h, "b--echo", `{"text":"b"}`, "b")
 }
 
@@ -312,11 +313,14 @@ func TestReconnectRelists(t *testing.T) {
 
 // TestFirstConnectFailsThenLists: with reconnect on, a server whose first
 // connect fails stays registered, and when a retry connects, its tools are
-// listed and its calls work.
+// listed and its calls work. The first connect spawns the command twice:
+// a process that ends during server/discover is spawned again at once,
+// opened with initialize (session/version.go); so it exits on its first
+// two runs.
 func TestFirstConnectFailsThenLists(t *testing.T) {
 	h, rec := newHost(t)
-	mark := t.TempDir() + "/tried"
-	cmd := list("sh", "-c", `if [ -e "$0" ]; then exec "$1"; fi; : > "$0"; exit 1`, mark, testserverBin(t))
+	mark := t.TempDir() + "/runs"
+	cmd := list("sh", "-c", `n=$(cat "$0" 2>/dev/null || echo 0); echo $((n+1)) > "$0"; if [ "$n" -ge 2 ]; then exec "$1"; fi; exit 1`, mark, testserverBin(t))
 	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+cmd+"\nreconnect: {enabled: true, initial: 10ms, max: 10ms}")); err != nil {
 		t.Fatalf("a connect that will retry: %v", err)
 	}

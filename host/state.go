@@ -33,6 +33,10 @@ type ServerState struct {
 	// ServerInfo is from the current connection's initialize; nil when
 	// the server gave none.
 	ServerInfo *protocol.Implementation
+	// ProtocolVersion is the MCP revision the current connection speaks
+	// ("" between connections); Stateless says it is 2026-07-28's.
+	ProtocolVersion string
+	Stateless       bool
 	// Advertisement is its MCPL advertisement as this host understands
 	// it; nil for a plain MCP server.
 	Advertisement *grant.Advertisement
@@ -115,6 +119,9 @@ func stateOf(srv *server) ServerState {
 		ServerInfo:    st.Init.ServerInfo,
 		Advertisement: st.Advertisement,
 		Grant:         st.Grant,
+	}
+	if st.Connected {
+		out.ProtocolVersion, out.Stateless = st.Version, st.Modern
 	}
 	if p := st.Policy; p != nil {
 		out.Policy, out.PolicyReason, out.Fallback = p.Outcome, p.Reason, p.Fallback

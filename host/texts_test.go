@@ -175,15 +175,15 @@ func TestDeniedByPolicy(t *testing.T) {
 	if got := toolNames(h); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Tools = %v, want %v", got, want)
 	}
-	// initialize, tools/list and this call: 3.
-	wantOK(t, h, "x--count", `{}`, "3")
+	// server/discover, initialize, tools/list and this call: 4.
+	wantOK(t, h, "x--count", `{}`, "4")
 	te := wantRefused(t, h, "x--fail", `{"message":"ran"}`, textDenied("x", "x--fail"))
 	if te.Err != nil || te.Result != nil {
 		t.Errorf("a refusal before the call carries %v, %v", te.Err, te.Result)
 	}
 	wantRefused(t, h, "x--hang", `{}`, textDenied("x", "x--hang"))
 	// Neither refused call reached the server.
-	wantOK(t, h, "x--count", `{}`, "4")
+	wantOK(t, h, "x--count", `{}`, "5")
 }
 
 // TestDeniedByAllowlist: with tools.enable, only what it names is listed

@@ -36,6 +36,13 @@ func textToolErrorNoWords(server, tool string) string {
 	return fmt.Sprintf(`The "%s" server reported an error for %s without saying what went wrong. Whether it did anything is unknown: check before calling it again.`, server, content.Clean(tool))
 }
 
+// textOutputSchemaBroken: the tool declares an outputSchema and its
+// answer's structuredContent breaks it (outputschema.go). The validator's
+// words quote the server's value, so they go to the log only.
+func textOutputSchemaBroken(server, tool string) string {
+	return fmt.Sprintf(`The "%s" server answered %s, but its structured result does not match the output schema the tool declares, so this host did not use it. The call ran and may have taken effect: check before calling it again.`, server, content.Clean(tool))
+}
+
 // textNoSuchTool: no server's prefix matches the name. The seed gives no
 // text; this says the same three things the others do.
 func textNoSuchTool(name string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/google/jsonschema-go/jsonschema"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +69,8 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 		h.log.Debug("tools not listed: host policy denies the server's tools", "server", srv.cfg.ID)
 		return true
 	}
-	declared := sess.State().Init.Capabilities.Tools != nil
+	st := sess.State()
+	declared := st.Init.Capabilities.Tools != nil
 	wait := srv.cfg.TimeoutFor(protocol.MethodToolsList)
 	if !declared && (wait <= 0 || wait > undeclaredToolsWait) {
 		wait = undeclaredToolsWait
@@ -95,8 +97,12 @@ func (h *Host) refreshNow(ctx context.Context, srv *server, sess *session.Sessio
 			allowed = append(allowed, t)
 		}
 	}
+	var outputs map[string]*jsonschema.Resolved
+	if structured(st.Version) {
+		outputs = outputSchemas(h.log, srv.cfg.ID, allowed)
+	}
 	srv.mu.Lock()
-	srv.tools = allowed
+	srv.tools, srv.outputs = allowed, outputs
 	srv.mu.Unlock()
 	h.log.Debug("tools listed", "server", srv.cfg.ID, "listed", len(tools), "allowed", len(allowed))
 	return true
@@ -230,6 +236,17 @@ func (h *Host) callTool(ctx context.Context, who channels.Caller, name string, a
 			text = textToolErrorNoWords(id, name)
 		}
 		return res, &ToolError{Text: text, Outcome: OutcomeToolError, Server: id, Result: &res}
+	}
+	srv.mu.Lock()
+	schema := srv.outputs[tool]
+	srv.mu.Unlock()
+	if why := checkStructured(h.log, id, tool, schema, &res); why != "" {
+		h.log.Warn("a tool's structured result breaks the outputSchema it declares; the agent is told, and the result is not used",
+			"server", id, "tool", tool, "problem", wire.OneLine(why, 500))
+		return protocol.CallToolResult{}, &ToolError{Text: textOutputSchemaBroken(id, name), Outcome: OutcomeToolError, Server: id}
+	}
+	if schema != nil {
+		structuredAsText(&res)
 	}
 	// A send tool that posted into a closed channel opens it.
 	who.Tool = name

@@ -45,8 +45,9 @@ func TestListChangedRefreshes(t *testing.T) {
 	}
 	wantOK(t, h, "x--send", `{"method":"notifications/tools/list_changed","params":{},"notify":true}`, `{"sent":true}`)
 	waitLog(t, rec, logListed, "x", 2)
-	// initialize, tools/list, send, the refresh's tools/list, and this.
-	wantOK(t, h, "x--count", `{}`, "5")
+	// server/discover, initialize, tools/list, send, the refresh's
+	// tools/list, and this.
+	wantOK(t, h, "x--count", `{}`, "6")
 }
 
 // TestListChangedCoalesces: however many list_changed notifications come

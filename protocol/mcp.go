@@ -96,12 +96,17 @@ func (c ServerCapabilities) MCPL() json.RawMessage {
 	return nil
 }
 
-// Tool is one entry of tools/list.
+// Tool is one entry of tools/list. OutputSchema (2025-06-18 and later)
+// is the schema its structuredContent must match; Annotations are hints
+// (readOnlyHint, destructiveHint, idempotentHint, openWorldHint, title)
+// kept as sent: a host shows them to its operator and trusts none of them.
 type Tool struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
 }
 
 // ListToolsParams pages through tools/list.

@@ -578,7 +578,7 @@ func TestFaultEvilStrings(t *testing.T) {
 				// The forged "policy: accepted" stays inside the server's
 				// line: the one policy line is the report's own.
 				first, _, _ := strings.Cut(r.stdout, "\n")
-				if want := `server "srv": evil\x1b]0;pwned\x07\x1b[2J\npolicy: accepted 6.6.6\u009b2J (protocol 2024-11-05)`; first != want {
+				if want := `server "srv": evil\x1b]0;pwned\x07\x1b[2J\npolicy: accepted 6.6.6\u009b2J (protocol 2025-11-25)`; first != want {
 					t.Errorf("first line %q, want %q", first, want)
 				}
 				if n := strings.Count("\n"+r.stdout, "\npolicy: "); n != 1 {

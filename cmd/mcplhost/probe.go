@@ -109,6 +109,8 @@ func (p *probe) run(ctx context.Context, stderr io.Writer) int {
 		RequestTimeout:    p.f.timeout,
 		InitializeTimeout: p.bound(session.DefaultInitializeTimeout),
 		PolicyTimeout:     p.bound(session.DefaultPolicyTimeout),
+		Discover:          true,
+		DiscoverTimeout:   p.bound(session.DefaultDiscoverTimeout),
 		Handler:           probeHandler{},
 		OnPushEvent:       acceptEvent,
 		OnInbound:         p.inbound,

@@ -227,7 +227,7 @@ func TestProbeEcho(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
-	want := `server "echo": echo 0.1.0 (protocol 2024-11-05)
+	want := `server "echo": echo 0.1.0 (protocol 2025-11-25)
 mcpl: {"version":"0.5"}
 policy: accepted
 grant: effective: tools

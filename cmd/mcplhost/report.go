@@ -55,7 +55,12 @@ type probeServer struct {
 	Name            string `json:"name,omitempty"`
 	Version         string `json:"version,omitempty"`
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
-	Instructions    string `json:"instructions,omitempty"`
+	// Stateless says the connection speaks 2026-07-28, where MCPL is off.
+	Stateless bool `json:"stateless,omitempty"`
+	// SupportedVersions are the revisions the server said it speaks,
+	// when it said (server/discover).
+	SupportedVersions []string `json:"supportedVersions,omitempty"`
+	Instructions      string   `json:"instructions,omitempty"`
 }
 
 type probePolicy struct {
@@ -184,6 +189,7 @@ func newProbeReport(id string, st session.State, notes []grant.PatternNote) prob
 	init := st.Init
 	rep := emptyReport(id)
 	rep.Server.ProtocolVersion, rep.Server.Instructions = init.ProtocolVersion, init.Instructions
+	rep.Server.Stateless, rep.Server.SupportedVersions = st.Modern, st.ServerVersions
 	rep.MCPL = init.Capabilities.MCPL()
 	if init.ServerInfo != nil {
 		rep.Server.Name, rep.Server.Version = init.ServerInfo.Name, init.ServerInfo.Version
@@ -236,9 +242,15 @@ func printHeader(w io.Writer, rep probeReport) {
 	default:
 		out.linef("server %q: %s %s", s.ID, orDash(s.Name), s.Version)
 	}
-	if rep.MCPL == nil {
+	if len(s.SupportedVersions) > 0 {
+		out.linef("protocol versions it speaks: %s", strings.Join(s.SupportedVersions, ", "))
+	}
+	switch {
+	case rep.Server.Stateless:
+		out.linef("mcpl: none (MCP 2026-07-28 is stateless: MCPL needs an initialize session)")
+	case rep.MCPL == nil:
 		out.linef("mcpl: none (a plain MCP server)")
-	} else {
+	default:
 		out.linef("mcpl: %s", compact(rep.MCPL))
 	}
 	if rep.Policy != nil {
@@ -288,12 +300,44 @@ func printHeader(w io.Writer, rep probeReport) {
 	}
 	out.linef("tools (%d):", len(rep.Tools))
 	for _, t := range rep.Tools {
+		hints := toolHints(t)
 		if t.Description != "" {
-			out.linef("  %s: %s", t.Name, oneLine(t.Description))
+			out.linef("  %s: %s%s", t.Name, oneLine(t.Description), hints)
 		} else {
-			out.linef("  %s", t.Name)
+			out.linef("  %s%s", t.Name, hints)
 		}
 	}
+}
+
+// toolHints words what a tool declares beyond its name and description:
+// its annotations' hints that are true (hints: a server's word, which
+// this host trusts for nothing) and a declared output schema, as
+// " (read-only, structured output)"; "" for none.
+func toolHints(t protocol.Tool) string {
+	var a struct {
+		ReadOnly    bool `json:"readOnlyHint"`
+		Destructive bool `json:"destructiveHint"`
+		Idempotent  bool `json:"idempotentHint"`
+		OpenWorld   bool `json:"openWorldHint"`
+	}
+	var out []string
+	if len(t.Annotations) > 0 && json.Unmarshal(t.Annotations, &a) == nil {
+		for _, h := range []struct {
+			on   bool
+			word string
+		}{{a.ReadOnly, "read-only"}, {a.Destructive, "destructive"}, {a.Idempotent, "idempotent"}, {a.OpenWorld, "open-world"}} {
+			if h.on {
+				out = append(out, h.word)
+			}
+		}
+	}
+	if len(t.OutputSchema) > 0 && string(t.OutputSchema) != "null" {
+		out = append(out, "structured output")
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(out, ", ") + ")"
 }
 
 func noteProblem(n probeNote) string {

@@ -44,6 +44,9 @@ type conn struct {
 	// modern is the revision of a stateless (2026-07-28) connection, ""
 	// for one opened with initialize; set before it is installed.
 	modern string
+	// listening, when not nil, is closed once its subscriptions/listen
+	// has ended (modern.go).
+	listening chan struct{}
 }
 
 // ErrRefusedClose is a server's refusal of the policy with fallback
@@ -126,6 +129,7 @@ func (s *Session) connectOnce(ctx context.Context, tracked bool) error {
 	if c.modern != "" && listChanged(st.Init.Capabilities.Tools) {
 		s.mu.Lock()
 		if !s.closed {
+			c.listening = make(chan struct{})
 			s.running.add()
 			go c.listen()
 		}
@@ -183,7 +187,7 @@ func (c *conn) notOffered(capability string) string {
 // why says why policy is not established ("" when it is).
 func (c *conn) handshake(ctx context.Context) (st State, why string, err error) {
 	s := c.s
-	offer := protocol.LegacyVersions[0]
+	offer := cmp.Or(s.cfg.Version, protocol.LegacyVersions[0])
 	probed := s.probing()
 	if probed {
 		verdict, o, err := c.discover(ctx, &st)
@@ -192,6 +196,8 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 			return st, "", err
 		case verdict == eraModern:
 			return c.modernReady(st)
+		case s.cfg.Version != "":
+			return st, "", fmt.Errorf("%w: the server did not answer server/discover as %s defines, and this host is pinned to it", ErrVersion, s.cfg.Version)
 		case o != "":
 			offer = o
 		}
@@ -204,7 +210,7 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}
 	err = c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout))
-	if retry, theirs, ok := initializeRefused(err, offer); ok {
+	if retry, theirs, ok := initializeRefused(err, offer); ok && s.cfg.Version == "" {
 		st.ServerVersions = theirs
 		if retry == "" {
 			return st, "", fmt.Errorf("%w: the server refused initialize at %s and speaks %s; this host speaks %s",
@@ -222,6 +228,9 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 	}
 	if err := c.checkAnswered(offer, st.Init.ProtocolVersion); err != nil {
 		return st, "", err
+	}
+	if got := st.Init.ProtocolVersion; s.cfg.Version != "" && got != "" && got != offer {
+		return st, "", fmt.Errorf("%w: the server answered initialize with %s; this host is pinned to %s", ErrVersion, got, offer)
 	}
 	st.Version = cmp.Or(st.Init.ProtocolVersion, offer)
 	// Some servers read exactly one message after their initialize answer

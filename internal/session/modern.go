@@ -51,7 +51,7 @@ func (c *conn) modernCall(ctx context.Context, method string, params, result any
 				return nil
 			}
 			if err := json.Unmarshal(raw, result); err != nil {
-				return &wire.CallError{Outcome: wire.BadResponse, Server: c.s.cfg.ID, Method: method, Err: err}
+				return &wire.CallError{Outcome: wire.BadResponse, Cause: wire.CauseBadAnswer, Server: c.s.cfg.ID, Method: method, Err: err}
 			}
 			return nil
 		}
@@ -80,7 +80,7 @@ func (c *conn) modernCall(ctx context.Context, method string, params, result any
 // inputRefused is the error of a request whose input_required rounds this
 // host ended: the server answered, and the request did not complete.
 func inputRefused(server, method, msg string) error {
-	return &wire.CallError{Outcome: wire.ErrorResponse, Server: server, Method: method,
+	return &wire.CallError{Outcome: wire.ErrorResponse, Cause: wire.CauseErrorAnswer, Server: server, Method: method,
 		Answer: &protocol.Error{Code: protocol.CodeInternalError, Message: msg}}
 }
 
@@ -117,6 +117,7 @@ func listChanged(tools json.RawMessage) bool {
 // again after a pause that doubles from a second, five times in all.
 func (c *conn) listen() {
 	defer c.s.running.done()
+	defer close(c.listening)
 	params := c.meta(c.modern, map[string]any{"notifications": map[string]bool{"toolsListChanged": true}})
 	wait := time.Second
 	for attempt := 1; ; attempt++ {

@@ -58,6 +58,10 @@ type Config struct {
 	// means DefaultDiscoverTimeout).
 	Discover        bool
 	DiscoverTimeout time.Duration
+	// Version, when set, pins the MCP revision: 2026-07-28 is met through
+	// server/discover alone, an earlier one through initialize alone,
+	// offering it and accepting no other answer. "" negotiates.
+	Version string
 	// Reconnect redials after an unexpected close.
 	Reconnect Reconnect
 	// Handler answers the privileged methods the session admits, other
@@ -219,7 +223,12 @@ type Session struct {
 }
 
 // probing reports whether the next connection opens with server/discover.
-func (s *Session) probing() bool { return s.cfg.Discover && !s.legacy.Load() }
+func (s *Session) probing() bool {
+	if s.cfg.Version != "" {
+		return protocol.Modern(s.cfg.Version)
+	}
+	return s.cfg.Discover && !s.legacy.Load()
+}
 
 // ErrClosed is returned by Connect when the session was closed meanwhile.
 var ErrClosed = errors.New("session: closed")
@@ -317,8 +326,22 @@ func (s *Session) Close() error {
 	s.closed = true
 	s.reconnect = false
 	c := s.conn
+	var listening chan struct{}
+	if c != nil {
+		listening = c.listening
+	}
 	s.mu.Unlock()
 	s.cancel()
+	if listening != nil {
+		// Its subscriptions/listen ends with s.ctx, as a request this
+		// side abandoned, rather than as one the close left pending.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-listening:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if c != nil {
 		c.peer.Close()
 	}

@@ -24,9 +24,13 @@ type ServerView struct {
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 	// NextAttempt is, while reconnecting, when the next redial is due.
-	NextAttempt time.Time    `json:"nextAttempt,omitzero"`
-	Name        string       `json:"name,omitempty"` // its serverInfo
-	Version     string       `json:"version,omitempty"`
+	NextAttempt time.Time `json:"nextAttempt,omitzero"`
+	Name        string    `json:"name,omitempty"` // its serverInfo
+	Version     string    `json:"version,omitempty"`
+	// Protocol is the MCP revision the connection speaks, while there is
+	// one; Stateless says it is 2026-07-28's, where MCPL is off.
+	Protocol    string       `json:"protocolVersion,omitempty"`
+	Stateless   bool         `json:"stateless,omitempty"`
 	MCPL        string       `json:"mcpl,omitempty"`   // the MCPL version it advertised
 	Policy      string       `json:"policy,omitempty"` // how the policy exchange ended
 	Reason      string       `json:"reason,omitempty"` // a refusal's reason, or why it went unanswered
@@ -52,8 +56,8 @@ func servers(in []host.ServerState) []ServerView {
 	out := []ServerView{}
 	for _, s := range in {
 		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Since: utc(s.Since), LastError: s.LastError, LastErrorAt: utc(s.LastErrorAt),
-			NextAttempt: utc(s.NextAttempt),
-			Policy:      string(s.Policy), Reason: s.PolicyReason,
+			NextAttempt: utc(s.NextAttempt), Protocol: s.ProtocolVersion, Stateless: s.Stateless,
+			Policy: string(s.Policy), Reason: s.PolicyReason,
 			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}}
 		if s.ServerInfo != nil {
 			v.Name, v.Version = s.ServerInfo.Name, s.ServerInfo.Version

@@ -1,0 +1,47 @@
+package host_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mcpl-go/mcpl/protocol"
+)
+
+// The official Go SDK's server at every MCP revision it serves, pinned by
+// protocolVersion, through the Host: it negotiates that revision, calls
+// work, a structured result is checked against its outputSchema (from
+// 2025-06-18, where structured output begins), and a tool list change
+// re-lists (on 2026-07-28 through subscriptions/listen, before it as the
+// server's notification).
+func TestSDKServerEveryVersion(t *testing.T) {
+	for _, v := range protocol.Versions {
+		t.Run(v, func(t *testing.T) {
+			h, rec := newHost(t)
+			cfg := fmt.Sprintf("id: sdk\nprotocolVersion: %q\ncommand: %s", v, list(sdkBinary(t), "-more"))
+			if err := h.Connect(t.Context(), server(t, cfg)); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := h.Server("sdk")
+			if st.ProtocolVersion != v || st.Stateless != protocol.Modern(v) {
+				t.Errorf("protocol %q stateless %v, want %s", st.ProtocolVersion, st.Stateless, v)
+			}
+			wantOK(t, h, "sdk--add", `{"a":1,"b":2}`, "3")
+			wantOK(t, h, "sdk--measure", `{"n":7}`, `{"value":7}`)
+			if v >= protocol.Version20250618 {
+				wantRefused(t, h, "sdk--bad_measure", `{}`, textOutputSchemaBroken("sdk", "sdk--bad_measure"))
+			} else {
+				// The revision has no structured output: the text is the answer.
+				wantOK(t, h, "sdk--bad_measure", `{}`, `{"value":"high"}`)
+			}
+			wantOK(t, h, "sdk--grow", `{}`, "grew")
+			waitLog(t, rec, logListed, "sdk", 2)
+			wantOK(t, h, "sdk--grown", `{}`, "grown")
+		})
+	}
+}
+
+// textOutputSchemaBroken is the text of a structured result that breaks
+// its tool's outputSchema, pinned here verbatim.
+func textOutputSchemaBroken(server, tool string) string {
+	return fmt.Sprintf(`The "%s" server answered %s, but its structured result does not match the output schema the tool declares, so this host did not use it. The call ran and may have taken effect: check before calling it again.`, server, tool)
+}
