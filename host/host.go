@@ -183,6 +183,8 @@ type server struct {
 	// outputs are the compiled output schemas of tools, by name
 	// (outputschema.go).
 	outputs map[string]*jsonschema.Resolved
+	// calls are its tool calls in flight, by progress token (progress.go).
+	calls map[string]*CallInFlight
 }
 
 // New returns a host with no servers connected, its channel decisions
@@ -766,6 +768,10 @@ func (h *Host) serveInbound(ctx context.Context, srv *server, req *wire.Request)
 		return h.serveInference(srv, req)
 	case protocol.MethodModelInfo:
 		return h.modelInfo()
+	}
+	if req.Method == protocol.MethodProgress {
+		h.onProgress(srv, req)
+		return nil, nil
 	}
 	if req.Method == protocol.MethodToolsListChanged {
 		h.mu.Lock()

@@ -1,9 +1,12 @@
 package host_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/protocol"
 )
 
@@ -44,4 +47,42 @@ func TestSDKServerEveryVersion(t *testing.T) {
 // its tool's outputSchema, pinned here verbatim.
 func textOutputSchemaBroken(server, tool string) string {
 	return fmt.Sprintf(`The "%s" server answered %s, but its structured result does not match the output schema the tool declares, so this host did not use it. The call ran and may have taken effect: check before calling it again.`, server, tool)
+}
+
+// A long call's progress, as the Go SDK's server reports it against the
+// host's progressToken, is kept with the call while it runs (and shown on
+// the status page from there); the call leaves the list when it ends.
+func TestSDKProgress(t *testing.T) {
+	h, rec := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: sdk\ncommand: "+list(sdkBinary(t), "-more"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan error, 1)
+	go func() {
+		_, err := h.CallTool(ctx, "sdk--progress", json.RawMessage(`{"steps":3}`))
+		ended <- err
+	}()
+	rec.WaitFunc(t, "the third progress report", func(recs []logtest.Record) bool {
+		for _, r := range recs {
+			if r.Message == "tool progress" && r.Attr("progress") == "3" {
+				return true
+			}
+		}
+		return false
+	})
+	st, _ := h.Server("sdk")
+	if len(st.Calls) != 1 {
+		t.Fatalf("calls in flight = %+v, want the progress call", st.Calls)
+	}
+	if c := st.Calls[0]; c.Tool != "progress" || c.Progress != 3 || c.Total != 3 || c.Message != "step 3" || c.Updated.IsZero() || c.Started.IsZero() {
+		t.Errorf("call in flight = %+v", c)
+	}
+	cancel()
+	if err := <-ended; err == nil {
+		t.Error("the cancelled call succeeded")
+	}
+	if st, _ := h.Server("sdk"); len(st.Calls) != 0 {
+		t.Errorf("calls in flight after the call ended = %+v", st.Calls)
+	}
 }

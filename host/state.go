@@ -51,6 +51,9 @@ type ServerState struct {
 	// Grant is the effective grant now (Effective empty when MCPL is off
 	// or there is no connection).
 	Grant grant.Grant
+	// Calls are its tool calls in flight, oldest first, with the progress
+	// it reported (progress.go).
+	Calls []CallInFlight
 }
 
 // Server returns the state of the server with id, registered or
@@ -123,6 +126,7 @@ func stateOf(srv *server) ServerState {
 	if st.Connected {
 		out.ProtocolVersion, out.Stateless = st.Version, st.Modern
 	}
+	out.Calls = callsOf(srv)
 	if p := st.Policy; p != nil {
 		out.Policy, out.PolicyReason, out.Fallback = p.Outcome, p.Reason, p.Fallback
 		if p.Receipt != nil {

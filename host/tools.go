@@ -225,8 +225,10 @@ func (h *Host) callTool(ctx context.Context, who channels.Caller, name string, a
 		return refuse(textArgsNotObject(name, kind), nil)
 	}
 	var res protocol.CallToolResult
-	err := srv.sess.Call(ctx, protocol.MethodToolsCall, protocol.CallToolParams{Name: tool, Arguments: args}, &res,
+	token, done := h.startCall(srv, tool)
+	err := srv.sess.Call(ctx, protocol.MethodToolsCall, withProgressToken(protocol.CallToolParams{Name: tool, Arguments: args}, token), &res,
 		wire.WithTimeout(srv.cfg.TimeoutFor(protocol.MethodToolsCall)))
+	done()
 	if err != nil {
 		return protocol.CallToolResult{}, requestFailed(id, err)
 	}

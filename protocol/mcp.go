@@ -120,11 +120,16 @@ type ListToolsResult struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-// CallToolParams is a tools/call request.
+// CallToolParams is a tools/call request. Meta carries request metadata
+// such as a progressToken.
 type CallToolParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Meta      map[string]any  `json:"_meta,omitempty"`
 }
+
+// MethodProgress is MCP's progress notification.
+const MethodProgress = "notifications/progress"
 
 // ToolArguments returns a tools/call's arguments as they are sent: a JSON
 // object as it is, none (empty, or null) as {}. Arguments that are JSON

@@ -14,6 +14,8 @@
 //	bad_measure {} declares the same schema; answers {value: "high"}, breaking it
 //	grow {}        adds the tool "grown" (the SDK announces the list change)
 //	grown {}       answers "grown"
+//	progress {steps}  reports progress 1..steps of steps ("step N"), then waits
+//	               until its context ends
 //	block {}       waits until its context ends, then appends "cancelled: <cause>"
 //	               to the -cancel-log file, and answers nothing
 //
@@ -82,6 +84,10 @@ func main() {
 	}
 }
 
+type progressIn struct {
+	Steps int `json:"steps" jsonschema:"how many steps to report"`
+}
+
 type measureIn struct {
 	N int `json:"n" jsonschema:"the value to answer"`
 }
@@ -108,6 +114,15 @@ func addMore(server *mcp.Server, cancelLog string) {
 			server.AddTool(&mcp.Tool{Name: "grown", Description: "Answers grown.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("grown"), nil })
 			return text("grew"), nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "progress", Description: "Reports progress, then waits until cancelled."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
+			for i := 1; i <= in.Steps; i++ {
+				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(),
+					Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i)})
+			}
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
 		})
 	server.AddTool(&mcp.Tool{Name: "block", Description: "Waits until cancelled.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

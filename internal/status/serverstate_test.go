@@ -181,7 +181,7 @@ func TestServerAndTurnShapes(t *testing.T) {
 	srv := httptest.NewServer(status.Handler(f, prometheus.NewRegistry()))
 	defer srv.Close()
 	_, body := getPath(t, srv, "/api/servers")
-	want := `[{"id":"missing","toolPrefix":"missing","state":"failed","since":"2026-12-02T15:00:00Z","lastError":"exec: no","lastErrorAt":"2026-12-02T15:00:00Z","effective":[],"denied":[],"featureSets":[]}]`
+	want := `[{"id":"missing","toolPrefix":"missing","state":"failed","since":"2026-12-02T15:00:00Z","lastError":"exec: no","lastErrorAt":"2026-12-02T15:00:00Z","calls":[],"effective":[],"denied":[],"featureSets":[]}]`
 	if strings.TrimSpace(body) != want {
 		t.Errorf("/api/servers = %s\nwant %s", body, want)
 	}

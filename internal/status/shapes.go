@@ -29,14 +29,29 @@ type ServerView struct {
 	Version     string    `json:"version,omitempty"`
 	// Protocol is the MCP revision the connection speaks, while there is
 	// one; Stateless says it is 2026-07-28's, where MCPL is off.
-	Protocol    string       `json:"protocolVersion,omitempty"`
-	Stateless   bool         `json:"stateless,omitempty"`
-	MCPL        string       `json:"mcpl,omitempty"`   // the MCPL version it advertised
-	Policy      string       `json:"policy,omitempty"` // how the policy exchange ended
-	Reason      string       `json:"reason,omitempty"` // a refusal's reason, or why it went unanswered
-	Effective   []string     `json:"effective"`        // the capabilities granted now
+	Protocol  string `json:"protocolVersion,omitempty"`
+	Stateless bool   `json:"stateless,omitempty"`
+	MCPL      string `json:"mcpl,omitempty"`   // the MCPL version it advertised
+	Policy    string `json:"policy,omitempty"` // how the policy exchange ended
+	Reason    string `json:"reason,omitempty"` // a refusal's reason, or why it went unanswered
+	// Calls are its tool calls in flight, oldest first, with the progress
+	// the server reported for each.
+	Calls       []CallView   `json:"calls"`
+	Effective   []string     `json:"effective"` // the capabilities granted now
 	Denied      []Denied     `json:"denied"`
 	FeatureSets []FeatureSet `json:"featureSets"`
+}
+
+// CallView is a tool call in flight: the tool, since when, and the last
+// progress the server reported (Progress and Total 0, Message "" and
+// Updated absent when none came).
+type CallView struct {
+	Tool     string    `json:"tool"`
+	Started  time.Time `json:"started"`
+	Progress float64   `json:"progress,omitempty"`
+	Total    float64   `json:"total,omitempty"`
+	Message  string    `json:"message,omitempty"`
+	Updated  time.Time `json:"updated,omitzero"`
 }
 
 // Denied is an advertised capability not granted, and why.
@@ -58,7 +73,10 @@ func servers(in []host.ServerState) []ServerView {
 		v := ServerView{ID: s.ID, ToolPrefix: s.ToolPrefix, State: serverState(s), Since: utc(s.Since), LastError: s.LastError, LastErrorAt: utc(s.LastErrorAt),
 			NextAttempt: utc(s.NextAttempt), Protocol: s.ProtocolVersion, Stateless: s.Stateless,
 			Policy: string(s.Policy), Reason: s.PolicyReason,
-			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}}
+			Effective: append([]string{}, s.Grant.Effective...), Denied: []Denied{}, FeatureSets: []FeatureSet{}, Calls: []CallView{}}
+		for _, c := range s.Calls {
+			v.Calls = append(v.Calls, CallView{Tool: c.Tool, Started: utc(c.Started), Progress: c.Progress, Total: c.Total, Message: c.Message, Updated: utc(c.Updated)})
+		}
 		if s.ServerInfo != nil {
 			v.Name, v.Version = s.ServerInfo.Name, s.ServerInfo.Version
 		}

@@ -18,7 +18,8 @@ func TestAPIThroughHost(t *testing.T) {
 	}
 	var servers []status.ServerView
 	r.getJSON(t, "/api/servers", &servers)
-	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" || servers[0].Name != "chatroom" || servers[0].MCPL != "0.5" {
+	if len(servers) != 1 || servers[0].ID != "room" || servers[0].State != "connected" || servers[0].Name != "chatroom" || servers[0].MCPL != "0.5" ||
+		servers[0].Protocol != "2025-11-25" || servers[0].Stateless {
 		t.Fatalf("/api/servers = %+v, want the room, connected", servers)
 	}
 	if s := servers[0]; s.Policy != "accepted" || !slices.Contains(s.Effective, "channels.lifecycle") || len(s.FeatureSets) == 0 || s.FeatureSets[0].State != "enabled" {
