@@ -210,9 +210,9 @@ func (c *conn) handshake(ctx context.Context) (st State, why string, err error) 
 		ClientInfo: protocol.Implementation{Name: s.cfg.ClientName, Version: s.cfg.ClientVersion},
 	}
 	err = c.peer.Call(ctx, protocol.MethodInitialize, params, &st.Init, wire.WithTimeout(s.cfg.InitializeTimeout))
-	if retry, theirs, ok := initializeRefused(err, offer); ok && s.cfg.Version == "" {
+	if retry, theirs, ok := initializeRefused(err, offer); ok {
 		st.ServerVersions = theirs
-		if retry == "" {
+		if retry == "" || s.cfg.Version != "" {
 			return st, "", fmt.Errorf("%w: the server refused initialize at %s and speaks %s; this host speaks %s",
 				ErrVersion, offer, versionList(theirs), versionList(protocol.LegacyVersions))
 		}

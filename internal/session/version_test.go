@@ -198,3 +198,26 @@ func TestDiscoverKillsLegacyServer(t *testing.T) {
 		t.Errorf("echo = %q", got)
 	}
 }
+
+// MCPL works the same at every revision opened with initialize: the
+// advertisement under experimental.mcpl, the policy exchange, the grant.
+func TestMCPLAtEveryLegacyVersion(t *testing.T) {
+	for _, v := range protocol.LegacyVersions {
+		t.Run(v, func(t *testing.T) {
+			s := open(t, session.Config{Dial: spawn(t, "-mcpl", adFull, "-protocol-version", "echo"), Version: v, Implemented: everything})
+			st := s.State()
+			if st.Version != v || st.Advertisement == nil || st.Policy == nil || !st.Policy.Outcome.Established() || !s.Grant().Has("pushEvents") {
+				t.Errorf("at %s: version %q, advertisement %v, policy %+v, grant %v", v, st.Version, st.Advertisement != nil, st.Policy, s.Grant().Effective)
+			}
+		})
+	}
+}
+
+// A pinned revision the server answers otherwise is refused.
+func TestPinnedVersionRefused(t *testing.T) {
+	cfg := withDefaults(session.Config{Dial: spawn(t, "-protocol-version", protocol.Version20241105), Version: protocol.Version20250618})
+	_, err := session.Connect(context.Background(), cfg)
+	if !errors.Is(err, session.ErrVersion) || !strings.Contains(err.Error(), "answered initialize with 2024-11-05; this host is pinned to 2025-06-18") {
+		t.Fatalf("Connect: %v", err)
+	}
+}
