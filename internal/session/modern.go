@@ -28,6 +28,7 @@ const MaxLegs = 8
 // nothing more to send, and MCPL stays off.
 func (c *conn) modernReady(st State) (State, string, error) {
 	c.modern = st.Version
+	c.s.modernSeen.Store(true)
 	st.Grant = emptyGrant()
 	c.offer(nil, whyModern)
 	if st.Init.Capabilities.MCPL() == nil {

@@ -220,6 +220,8 @@ type Session struct {
 	// legacy is set once the server has answered initialize: its
 	// reconnects skip server/discover.
 	legacy atomic.Bool
+	// modernSeen is set once the server has answered server/discover.
+	modernSeen atomic.Bool
 }
 
 // probing reports whether the next connection opens with server/discover.

@@ -27,7 +27,9 @@ import (
 // initialize, offering the newest legacy revision both sides speak
 // (2025-11-25 when nothing says otherwise). Once a server has answered
 // through initialize the session stops probing it: its reconnects go
-// straight to initialize.
+// straight to initialize. Once it has answered discover, a discover that
+// fails on a later connect fails that connect (it is redialled, with
+// reconnect on) rather than falling back to initialize.
 //
 // A server that answers initialize with a revision this host does not
 // speak is refused (the connect fails, naming both sides' revisions, and
@@ -87,7 +89,15 @@ func (c *conn) discover(ctx context.Context, st *State) (verdict eraVerdict, off
 		var data protocol.UnsupportedVersionData
 		_ = json.Unmarshal(ce.Answer.Data, &data)
 		st.ServerVersions = data.Supported
-		return c.choose(data.Supported, false)
+		// It refused 2026-07-28: only an earlier revision it names is left.
+		if best := protocol.BestCommon(legacyOnly(data.Supported)); best != "" {
+			return eraLegacy, best, nil
+		}
+		return eraNone, "", fmt.Errorf("%w: the server refused %s and speaks %s; this host speaks %s", ErrVersion, protocol.Version20260728, versionList(data.Supported), ours())
+	case s.modernSeen.Load():
+		// It spoke 2026-07-28 on an earlier connection: a discover that
+		// fails now is this connect's failure, not a sign of another era.
+		return eraLegacy, "", fmt.Errorf("session: server/discover, to a server that spoke %s before, failed: %w", protocol.Version20260728, err)
 	default:
 		// A server of an earlier revision: "method not found", some other
 		// error, or silence.

@@ -11,6 +11,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/internal/session"
 	"github.com/mcpl-go/mcpl/internal/wire"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -219,5 +220,38 @@ func TestPinnedVersionRefused(t *testing.T) {
 	_, err := session.Connect(context.Background(), cfg)
 	if !errors.Is(err, session.ErrVersion) || !strings.Contains(err.Error(), "answered initialize with 2024-11-05; this host is pinned to 2025-06-18") {
 		t.Fatalf("Connect: %v", err)
+	}
+}
+
+// A server that spoke 2026-07-28 and then leaves server/discover
+// unanswered on a reconnect is redialled, not taken for a legacy server
+// (which would meet its "method not found" to initialize and stop).
+func TestModernReconnectDiscoverFails(t *testing.T) {
+	d := newDialer(t,
+		[]string{"-modern", "only", "-exit-on", protocol.MethodToolsCall + "=1"},
+		[]string{"-modern", "only", "-ignore", protocol.MethodDiscover})
+	d.dials = make(chan int, 1000) // never full: the dialer must not block on it
+	rec := newRecorder()
+	s := open(t, session.Config{Dial: d.dial, Discover: true, DiscoverTimeout: 200 * time.Millisecond, Logger: rec.Logger(),
+		Reconnect: session.Reconnect{Enabled: true, Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
+	<-d.dials
+	toolErr(s, "plain", nil) // the server exits on it
+	for n := 0; n < 3; {
+		select {
+		case n = <-d.dials:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("dialled %d times; want the reconnect retried", n)
+		}
+	}
+	rec.WaitFunc(t, "a failed reconnect naming the discover", func(recs []logtest.Record) bool {
+		for _, r := range recs {
+			if r.Message == "reconnect attempt failed" && strings.Contains(r.Attr("error"), "to a server that spoke 2026-07-28 before, failed") {
+				return true
+			}
+		}
+		return false
+	})
+	if !s.Reconnecting() {
+		t.Error("the session stopped reconnecting")
 	}
 }
