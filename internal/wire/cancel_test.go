@@ -3,7 +3,9 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -298,4 +300,45 @@ func TestCancelRealServer(t *testing.T) {
 		t.Fatal("the call returned before its cancellation was written")
 	}
 	echo(t, p, "after the cancellation")
+}
+
+// ErrNoReply sends no answer, returned by a handler or given to a
+// deferred reply, and the request counts as answered: the observer hears
+// "unanswered", and a connection the other side ends does not wait for
+// it.
+func TestErrNoReplySendsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := newObserved()
+		replies := make(chan func(any, error), 1)
+		p, far, _ := pipePeer(t, wire.Options{Observer: obs, Handler: wire.HandlerFunc(func(_ context.Context, r *wire.Request) (any, error) {
+			switch r.Method {
+			case "now":
+				return map[string]int{"n": 1}, wire.ErrNoReply
+			case "later":
+				replies <- r.Defer()
+				return nil, nil
+			}
+			return map[string]int{}, nil
+		})})
+		far.send(`{"jsonrpc":"2.0","id":1,"method":"now"}`)
+		far.send(`{"jsonrpc":"2.0","id":2,"method":"later"}`)
+		(<-replies)(map[string]int{"n": 2}, fmt.Errorf("cancelled: %w", wire.ErrNoReply))
+		far.send(`{"jsonrpc":"2.0","id":3,"method":"next"}`)
+		if m := far.mustRead(); string(m.ID) != "3" {
+			t.Fatalf("far end read %s, want the answer to 3 alone", m.raw)
+		}
+		got := obs.wait(t, 3)
+		want := []string{"answered now unanswered", "answered later unanswered", "answered next ok"}
+		if !slices.Equal(got, want) {
+			t.Errorf("observed %q, want %q", got, want)
+		}
+		// Nothing is owed: the connection ends at once when the other
+		// side ends it (no owedGrace wait).
+		start := time.Now()
+		far.s.Close()
+		<-p.Done()
+		if took := time.Since(start); took != 0 {
+			t.Errorf("the connection took %v to end, want no wait for an owed answer", took)
+		}
+	})
 }
