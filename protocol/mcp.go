@@ -20,7 +20,18 @@ const (
 	MethodToolsList        = "tools/list"
 	MethodToolsCall        = "tools/call"
 	MethodToolsListChanged = "notifications/tools/list_changed"
+	// MethodCancelled is MCP's notifications/cancelled: the side that sent
+	// a request has abandoned it (CancelledParams). initialize is never
+	// cancelled.
+	MethodCancelled = "notifications/cancelled"
 )
+
+// CancelledParams are notifications/cancelled's params: the id of the
+// request abandoned, as it was sent, and why, for the log.
+type CancelledParams struct {
+	RequestID json.RawMessage `json:"requestId"`
+	Reason    string          `json:"reason,omitempty"`
+}
 
 // ProtocolVersion is the oldest MCP revision, the one SPEC.md's examples
 // name; Versions lists every one this host speaks.

@@ -34,7 +34,8 @@ type RenderResult = protocol.PushRenderResult
 // of its own, like a tool: the host waits for it within its deadline (5 s
 // by default) and shows the batch's fallback if it fails or is late. A
 // *protocol.Error is sent as it is; any other error as an internal error.
-// It must not ask the host for inference: a host refuses that while a
+// Its ctx ends when the host cancels the render, as a tool call's does
+// (ErrCancelled), and nothing is answered then. It must not ask the host for inference: a host refuses that while a
 // render is open (SPEC §10.7).
 //
 // Without a handler, push/render is answered "method not found", and the
@@ -56,8 +57,7 @@ func (c *Conn) pushRender(ctx context.Context, req *wire.Request) (any, error) {
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.Key == "" {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: "Invalid params: push/render needs a key"}
 	}
-	reply := req.Defer()
-	c.goFunc(func() { reply(c.runRender(ctx, p, h)) })
+	c.goCancellable(ctx, req, func(ctx context.Context) (any, error) { return c.runRender(ctx, p, h) })
 	return nil, nil
 }
 

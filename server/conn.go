@@ -28,6 +28,12 @@ type Conn struct {
 	refusedClose chan struct{} // closed after a refusal naming fallback close
 	refuseOnce   sync.Once
 
+	// running holds the requests whose handlers run in goroutines of
+	// their own (tool calls, push/render), by id, while they run: what
+	// the host's notifications/cancelled can reach.
+	runMu   sync.Mutex
+	running map[string]*running
+
 	mu       sync.Mutex
 	state    policyState
 	policy   *Policy // nil until established, and after a refusal
@@ -44,7 +50,7 @@ const (
 )
 
 func newConn(s *Server, ctx context.Context) *Conn {
-	c := &Conn{s: s, log: s.log, ready: make(chan struct{}), refusedClose: make(chan struct{})}
+	c := &Conn{s: s, log: s.log, ready: make(chan struct{}), refusedClose: make(chan struct{}), running: make(map[string]*running)}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(ctx, connKey{}, c))
 	return c
 }
@@ -141,8 +147,9 @@ func (c *Conn) Close() error {
 }
 
 // serve is the connection's wire handler. It is called in arrival order;
-// tool calls alone are handed to a goroutine each, so a slow tool holds up
-// nothing else.
+// tool calls and push/render alone are handed to a goroutine each, so a
+// slow tool holds up nothing else, and the host's notifications/cancelled
+// reaches them while they run.
 func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 	ctx = context.WithValue(ctx, connKey{}, c)
 	switch req.Method {
@@ -161,6 +168,12 @@ func (c *Conn) serve(ctx context.Context, req *wire.Request) (any, error) {
 		return nil, nil
 	case protocol.MethodPing:
 		return struct{}{}, nil
+	case protocol.MethodCancelled:
+		if !req.IsNotification() {
+			return nil, wire.ErrMethodNotFound
+		}
+		c.cancelled(req)
+		return nil, nil
 	case protocol.MethodFeatureSetsUpdate:
 		return c.featureSetsUpdate(ctx, req)
 	case protocol.MethodToolsList:

@@ -37,11 +37,18 @@
 //     channels.streaming, or they reach no handler: a request is answered
 //     -32002, a notification dropped with a log line.
 //  4. Tools (AddTool, HandleTool) answer tools/call, each call in its own
-//     goroutine. Channel handlers (HandleChannelOpen, HandleChannelClose,
+//     goroutine, as HandlePushRender's handler answers push/render. The
+//     host may cancel such a request while it runs (MCP's
+//     notifications/cancelled): the handler's ctx then ends with
+//     ErrCancelled as its cause (context.Cause), carrying the host's
+//     reason, and nothing is answered for that request. A cancellation
+//     for a request that is not running, or that names none, is ignored.
+//     Channel handlers (HandleChannelOpen, HandleChannelClose,
 //     HandleChannelPublish or HandleChannelPublishTo,
 //     HandleChannelAcknowledge, HandleChannelTyping, HandleOutgoing) run
 //     in the order the host sent their messages, on the connection's
-//     dispatch goroutine: they must not wait on the host.
+//     dispatch goroutine: they must not wait on the host, and a
+//     cancellation, read after they return, finds them done.
 //  5. The connection ends when the host ends it (for stdio, when stdin
 //     closes), when the ctx it is served with ends, or at Conn.Close or
 //     Server.Close. ServeStdio and ServeConn return after

@@ -33,9 +33,12 @@ type Tool struct {
 // panic becomes a JSON-RPC internal error, with the stack logged.
 //
 // Each call runs in a goroutine of its own, so calls run concurrently with
-// each other and with the connection's other messages. ctx ends when the
-// connection does, and carries the Conn (ConnFromContext); MCP's
-// notifications/cancelled is not acted on.
+// each other and with the connection's other messages. ctx carries the
+// Conn (ConnFromContext), and ends when the connection does, or when the
+// host cancels the call (MCP's notifications/cancelled): then
+// context.Cause(ctx) matches ErrCancelled and gives the host's reason,
+// and what the handler returns is not sent, as the host reads no answer
+// to a request it cancelled. A handler with long work watches ctx.
 type ToolHandler func(ctx context.Context, args json.RawMessage) (protocol.CallToolResult, error)
 
 type tool struct {
@@ -126,8 +129,7 @@ func (c *Conn) callTool(ctx context.Context, req *wire.Request) (any, error) {
 	if h == nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: fmt.Sprintf("Unknown tool: there is no tool named %q", p.Name)}
 	}
-	reply := req.Defer()
-	c.goFunc(func() { reply(c.runTool(ctx, p, h)) })
+	c.goCancellable(ctx, req, func(ctx context.Context) (any, error) { return c.runTool(ctx, p, h) })
 	return nil, nil
 }
 

@@ -267,12 +267,13 @@ func TestPolicyUnansweredWithHeld(t *testing.T) {
 		start := time.Now()
 		c := connectAsync(session.Config{Dial: sc.dial, Logger: rec.Logger(), Handler: handled, PolicyTimeout: 2 * time.Second})
 		sc.initialize(adFull)
-		sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
+		policy := sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
 		sc.request(1, protocol.MethodChannelsRegister, `{"channels":[{"id":"general"}]}`)
 		s := c.ok(t)
 		if d := time.Since(start); d != 2*time.Second {
 			t.Errorf("the policy was given up after %s, want PolicyTimeout (2s)", d)
 		}
+		sc.expectCancelled(policy, "no answer within 2s")
 		st := s.State()
 		if st.Policy == nil || st.Policy.Reason != "no answer within 2s" || len(st.Policy.Held) != 1 || st.Policy.Held[0] != protocol.MethodChannelsRegister {
 			t.Errorf("policy %+v, want unanswered with channels/register held", st.Policy)

@@ -306,11 +306,12 @@ func TestPolicyUnanswered(t *testing.T) {
 		start := time.Now()
 		c := connectAsync(session.Config{Dial: sc.dial, Logger: rec.Logger(), Handler: handled})
 		sc.initialize(adFull)
-		sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
+		policy := sc.expect(protocol.MethodFeatureSetsUpdate) // never answered
 		s := c.ok(t)
 		if took := time.Since(start); took != 15*time.Second {
 			t.Errorf("Connect took %v, want the 15s policy deadline", took)
 		}
+		sc.expectCancelled(policy, "no answer within 15s")
 		st := s.State()
 		if st.Policy == nil || st.Policy.Outcome != grant.OutcomeUnanswered || st.Policy.Reason != "no answer within 15s" {
 			t.Errorf("policy %+v, want unanswered within 15s", st.Policy)

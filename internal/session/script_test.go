@@ -178,6 +178,17 @@ func (s *script) expect(method string) msg {
 	return m
 }
 
+// expectCancelled reads the next message, failing unless it is the host's
+// notifications/cancelled for its request m, giving reason.
+func (s *script) expectCancelled(m msg, reason string) {
+	s.t.Helper()
+	c := s.expect(protocol.MethodCancelled)
+	want := fmt.Sprintf(`{"requestId":%s,"reason":%q}`, m.ID, reason)
+	if string(c.Params) != want {
+		s.t.Fatalf("the host cancelled with %s, want %s", c.Params, want)
+	}
+}
+
 // write sends the host a raw message.
 func (s *script) write(raw string) {
 	s.toHost <- []byte(raw)

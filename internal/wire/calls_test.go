@@ -43,6 +43,7 @@ func TestLateAnswerDropped(t *testing.T) {
 			t.Errorf("CallError fields: %+v", ce)
 		}
 
+		far.mustCancelled(m.ID, reasonWithin1s)
 		far.sendf(`{"jsonrpc":"2.0","id":%s,"result":{"late":true}}`, m.ID)
 		far.send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
 		far.send(`{"jsonrpc":"2.0","id":"not ours","error":{"code":-1,"message":"x"}}`)

@@ -20,8 +20,8 @@ import (
 // waits until it returns, so a handler with long work hands it off (see
 // Request.Defer). For a request, the returned result is the answer; an
 // *jsonrpc.Error (protocol.Error, to the packages above) is sent as that
-// JSON-RPC error; ErrMethodNotFound becomes jsonrpc.CodeMethodNotFound; any
-// other error, or a panic, becomes jsonrpc.CodeInternalError with an
+// JSON-RPC error; ErrMethodNotFound becomes jsonrpc.CodeMethodNotFound;
+// ErrNoReply sends no answer; any other error, or a panic, becomes jsonrpc.CodeInternalError with an
 // operator log line. For a notification the result is ignored and an error
 // logged. A handler must not call the peer's Close itself; it may start a
 // goroutine that does.
@@ -37,6 +37,12 @@ func (f HandlerFunc) Serve(ctx context.Context, req *Request) (any, error) { ret
 
 // ErrMethodNotFound answers a request for a method the handler does not know.
 var ErrMethodNotFound = errors.New("method not found")
+
+// ErrNoReply, returned by a handler or given to a deferred reply, sends no
+// answer at all: for a request the other side cancelled, which MCP says
+// is not to be answered. The request counts as answered; an Observer
+// hears it as "unanswered".
+var ErrNoReply = errors.New("wire: no reply")
 
 // Mux routes requests by method to handlers, and answers the rest with
 // CodeMethodNotFound.
@@ -145,6 +151,12 @@ func (r *Request) reply(result any, err error) {
 
 // respond writes the answer to an inbound request.
 func (p *Peer) respond(r *Request, result any, err error) {
+	if errors.Is(err, ErrNoReply) {
+		if p.obs != nil {
+			p.obs.Answered(r.Method, "unanswered", sinceRead(r))
+		}
+		return
+	}
 	var body []byte
 	var merr error
 	if err != nil {
@@ -172,11 +184,7 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		if err != nil {
 			outcome = "error"
 		}
-		var d time.Duration
-		if !r.read.IsZero() {
-			d = time.Since(r.read)
-		}
-		p.obs.Answered(r.Method, outcome, d)
+		p.obs.Answered(r.Method, outcome, sinceRead(r))
 	}
 	if werr != nil && p.wctx.Err() == nil {
 		switch {
@@ -190,6 +198,14 @@ func (p *Peer) respond(r *Request, result any, err error) {
 		}
 		p.limits.Log(&logAnswerNotWritten, slog.String("method", Cut(r.Method, 100)), slog.String("error", werr.Error()))
 	}
+}
+
+// sinceRead is how long ago r was read, for Options.Observer.
+func sinceRead(r *Request) time.Duration {
+	if r.read.IsZero() {
+		return 0
+	}
+	return time.Since(r.read)
 }
 
 // marshalResult encodes a result answer. A result whose MarshalJSON panics

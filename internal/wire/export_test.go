@@ -5,3 +5,10 @@ const (
 	QuietAfter = quietAfter
 	CtxPoll    = ctxPoll
 )
+
+// MCP's method names, which package protocol names too.
+const (
+	MethodCancelled  = methodCancelled
+	MethodInitialize = methodInitialize
+	CancelWrite      = cancelWrite
+)

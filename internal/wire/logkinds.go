@@ -45,6 +45,11 @@ var (
 		Summary: "dropped %s late answers to abandoned requests%s in %s",
 		Level:   slog.LevelDebug,
 	}
+	logCancelNotSent = lograte.Kind{
+		Msg:     "cancellation not sent; the other side may still work on the request",
+		Summary: "could not send %s cancellations%s in %s",
+		Level:   slog.LevelInfo,
+	}
 	logStrayAnswer = lograte.Kind{
 		Msg:     "answer to no request of ours dropped",
 		Summary: "dropped %s answers to no request of ours%s in %s",

@@ -377,3 +377,20 @@ func (s *refusingStream) Write(ctx context.Context, msg []byte) error {
 	}
 	return s.Stream.Write(ctx, msg)
 }
+
+// mustCancelled reads the next message, which must be the
+// notifications/cancelled for request id, giving reason, and nothing else.
+func (f *farEnd) mustCancelled(id json.RawMessage, reason string) {
+	f.t.Helper()
+	m := f.mustRead()
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%s,"reason":%q}}`, id, reason)
+	if m.raw != want {
+		f.t.Fatalf("far end read %s\nwant %s", m.raw, want)
+	}
+}
+
+// The reasons a notifications/cancelled gives, pinned.
+const (
+	reasonAbandoned = "the request was abandoned by its caller"
+	reasonWithin1s  = "no answer within 1s"
+)

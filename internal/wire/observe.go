@@ -15,8 +15,9 @@ type Observer interface {
 	// "bad-response").
 	Called(method, outcome string, d time.Duration)
 	// Answered: this side answered the other side's request, d after it
-	// was read (its wait in the queue included). outcome is "ok" or
-	// "error" (a refusal included).
+	// was read (its wait in the queue included). outcome is "ok",
+	// "error" (a refusal included), or "unanswered" (the handler sent no
+	// answer: ErrNoReply).
 	Answered(method, outcome string, d time.Duration)
 }
 

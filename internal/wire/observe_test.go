@@ -89,9 +89,10 @@ func TestObserverHearsEveryRequest(t *testing.T) {
 		<-errc
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() { errc <- p.Call(ctx, "channels/close", nil, nil) }()
-		far.mustRead()
+		m = far.mustRead()
 		cancel()
 		<-errc
+		far.mustCancelled(m.ID, reasonAbandoned)
 
 		far.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 		far.mustRead()

@@ -492,6 +492,13 @@ func WithTimeout(d time.Duration) CallOption {
 // says what is known of the request's effect. When ctx ends, the call ends
 // at once, or within a millisecond if it began reading its own answer
 // less than a millisecond before (read.go).
+//
+// A call that gives up on a request it wrote (ctx ended, or its deadline
+// passed) tells the other side, on a connection still open, with MCP's
+// notifications/cancelled naming the request's id and why, before it
+// returns: a write bounded to a second, dropped with a log line beyond
+// it. initialize is never cancelled. An answer that comes after is
+// dropped, as for any abandoned call.
 func (p *Peer) Call(ctx context.Context, method string, params, result any, opts ...CallOption) (err error) {
 	if p.obs != nil {
 		start := time.Now()
@@ -569,6 +576,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 	}
 	delete(p.pending, id)
 	p.abandoned.add(id)
+	open := !p.closed && !p.hostClose
 	p.mu.Unlock()
 	e := ce()
 	e.Outcome = NoResponse
@@ -576,10 +584,13 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any, opts
 		e.Err, e.Cause, e.Timeout = context.DeadlineExceeded, CauseDeadline, o.timeout
 		p.log.Warn("request deadline passed; abandoned here",
 			slog.String("method", method), slog.Int64("id", id), slog.Int64("ms", o.timeout.Milliseconds()))
-		return e
+	} else {
+		e.Err, e.Cause = ctx.Err(), CauseCanceled
+		p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
 	}
-	e.Err, e.Cause = ctx.Err(), CauseCanceled
-	p.log.Info("request abandoned by its caller", slog.String("method", method), slog.Int64("id", id))
+	if open && method != methodInitialize {
+		p.sendCancelled(method, id, cancelReason(e))
+	}
 	return e
 }
 

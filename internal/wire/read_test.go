@@ -146,10 +146,11 @@ func TestCallEndsWhileReadingItsAnswer(t *testing.T) {
 		took  time.Duration
 		// tookReading, if set, is when a call reading for itself ends.
 		tookReading time.Duration
+		reason      string // the notifications/cancelled's
 	}{
-		{name: "canceled at once", after: time.Nanosecond, cause: wire.CauseCanceled, took: time.Nanosecond, tookReading: wire.CtxPoll},
-		{name: "canceled after a while", after: 5 * time.Second, cause: wire.CauseCanceled, took: 5 * time.Second},
-		{name: "deadline", opts: []wire.CallOption{wire.WithTimeout(3 * time.Second)}, cause: wire.CauseDeadline, took: 3 * time.Second},
+		{name: "canceled at once", after: time.Nanosecond, cause: wire.CauseCanceled, took: time.Nanosecond, tookReading: wire.CtxPoll, reason: reasonAbandoned},
+		{name: "canceled after a while", after: 5 * time.Second, cause: wire.CauseCanceled, took: 5 * time.Second, reason: reasonAbandoned},
+		{name: "deadline", opts: []wire.CallOption{wire.WithTimeout(3 * time.Second)}, cause: wire.CauseDeadline, took: 3 * time.Second, reason: "no answer within 3s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,11 +169,12 @@ func TestCallEndsWhileReadingItsAnswer(t *testing.T) {
 					start := time.Now()
 					errc := make(chan error, 1)
 					go func() { errc <- p.Call(ctx, "slow", nil, nil, tc.opts...) }()
-					far.mustRead()
+					slow := far.mustRead()
 					callError(t, <-errc, wire.NoResponse, tc.cause)
 					if took := time.Since(start); took != want {
 						t.Errorf("the call ended after %v, want %v", took, want)
 					}
+					far.mustCancelled(slow.ID, tc.reason)
 
 					var res struct{ N int }
 					go func() { errc <- p.Call(t.Context(), "next", nil, &res) }()
