@@ -283,7 +283,7 @@ func TestChannelCloseKeepsConfiguredDeadline(t *testing.T) {
 	r.register(false)
 	start := time.Now()
 	text, failed := r.tool("channel_close", `{"channelId":"c"}`)
-	want := `Failed to close channel: The "chat" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
+	want := `Failed to close channel: The "chat" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
 	if !failed || text != want {
 		t.Errorf("channel_close = %q\nwant %q", text, want)
 	}

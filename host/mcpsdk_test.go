@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpl-go/mcpl/internal/logtest"
 	"github.com/mcpl-go/mcpl/protocol"
@@ -85,4 +88,28 @@ func TestSDKProgress(t *testing.T) {
 	if st, _ := h.Server("sdk"); len(st.Calls) != 0 {
 		t.Errorf("calls in flight after the call ended = %+v", st.Calls)
 	}
+}
+
+// A call the host abandons (its deadline passed) is cancelled on the
+// server: the Go SDK's handler sees its context end, and the agent reads
+// that the server was asked to cancel it.
+func TestSDKCancelled(t *testing.T) {
+	h, _ := newHost(t)
+	logPath := t.TempDir() + "/cancelled"
+	if err := h.Connect(t.Context(), server(t, "id: sdk\nrequestTimeout: 1s\ncommand: "+list(sdkBinary(t), "-more", "-cancel-log", logPath))); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, h, "sdk--block", `{}`, `The "sdk" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(logPath)
+		if strings.HasPrefix(string(b), "cancelled: ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler's context did not end within 30s of the cancel (log %q)", b)
+		}
+		time.Sleep(20 * time.Millisecond) // the server's own file is the only signal it gives
+	}
+	wantOK(t, h, "sdk--add", `{"a":2,"b":2}`, "4")
 }

@@ -162,15 +162,19 @@ func textErrorAnswerNoWords(server string) string {
 	return fmt.Sprintf(`The "%s" server answered with an error without saying what went wrong, so whether the request took effect is unknown. Check its effect before trying again.`, server)
 }
 
+// textDeadline is seed 002's text for a request whose deadline passed,
+// with one clause changed: the seed's host did not cancel ("abandoned
+// here, not cancelled"), and this one does (the wire peer sends
+// notifications/cancelled), so saying "not cancelled" would be untrue.
 func textDeadline(server string, d time.Duration) string {
-	return fmt.Sprintf(`The "%s" server didn't answer within %s, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`, server, seconds(d))
+	return fmt.Sprintf(`The "%s" server didn't answer within %s, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`, server, seconds(d))
 }
 
 // textCanceled is for a call its caller gave up on (its context ended)
 // after the request was written. The seed gives no text for it; it says
 // the same three things the others do.
 func textCanceled(server string) string {
-	return fmt.Sprintf(`The request to the "%s" server was abandoned here before it answered, so whether it took effect is unknown: it was not cancelled on the server and may still complete there. Check its effect before trying again.`, server)
+	return fmt.Sprintf(`The request to the "%s" server was abandoned here before it answered, so whether it took effect is unknown: the server was asked to cancel it, but it may still complete there. Check its effect before trying again.`, server)
 }
 
 // textBadAnswer is for an answer whose result could not be decoded into

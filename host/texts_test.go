@@ -67,7 +67,7 @@ func textErrorAnswerNoWords(s string) string {
 }
 
 func textDeadline(s, d string) string {
-	return `The "` + s + `" server didn't answer within ` + d + `, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
+	return `The "` + s + `" server didn't answer within ` + d + `, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`
 }
 
 // wantCallError checks that a refusal carries the request's failure with

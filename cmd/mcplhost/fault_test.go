@@ -31,7 +31,7 @@ import (
 // server "srv".
 var (
 	tooLargeCallText   = `error: This host closed its connection to the "srv" server because the server sent a message over the size limit, before it answered, so whether the request took effect is unknown. Check its effect before trying again. This host won't reconnect to it on its own. If you need it, ask whoever runs this host.` + "\n"
-	deadlineCallText   = `error: The "srv" server didn't answer within 2 seconds, so whether the request took effect is unknown: it was abandoned here, not cancelled, and may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.` + "\n"
+	deadlineCallText   = `error: The "srv" server didn't answer within 2 seconds, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.` + "\n"
 	notWrittenCallText = `error: The request wasn't sent: this host couldn't write it to the "srv" server within 2 seconds, so nothing ran. Try again later.` + "\n"
 	// A server that stops reading right after initialize floods pings,
 	// and what the call reads depends on how far this host's writes got
