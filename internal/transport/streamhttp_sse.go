@@ -49,7 +49,9 @@ func (r *sseReader) next(st *sseState) ([]byte, error) {
 			return nil, err
 		}
 		if len(line) == 0 {
-			if len(r.data) == 0 || (typ != "" && typ != "message") {
+			// An event with no data, or only empty data lines (a
+			// priming event that only sets the id), carries no message.
+			if len(bytes.TrimSpace(r.data)) == 0 || (typ != "" && typ != "message") {
 				r.data, typ = r.data[:0], ""
 				continue
 			}
