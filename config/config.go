@@ -113,8 +113,9 @@ type Server struct {
 	// Dir is the process's working directory: the config file's.
 	Dir string
 
-	// URL is a ws:// or wss:// address, for a server the host dials; empty
-	// when Argv is set.
+	// URL is a ws:// or wss:// address (a WebSocket server) or an http://
+	// or https:// one (a Streamable HTTP server), for a server the host
+	// dials; empty when Argv is set.
 	URL string
 	// TokenEnv names the environment variable holding the bearer token for
 	// URL; empty for none. See Token.

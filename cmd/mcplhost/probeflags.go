@@ -36,8 +36,10 @@ type probeCall struct {
 
 const probeUsage = `usage: mcplhost probe [flags] -- COMMAND ARGS...
        mcplhost probe [flags] --url ws://HOST:PORT/PATH
+       mcplhost probe [flags] --url http://HOST:PORT/PATH
 
-Connects to one server (a subprocess over stdio, or a WebSocket URL), runs the
+Connects to one server (a subprocess over stdio, a WebSocket URL, or an http://
+or https:// URL speaking MCP's Streamable HTTP), runs the
 MCP handshake and the MCPL policy exchange, lists its tools and channels, makes
 each --call, and prints a report: the server, its MCPL advertisement, the policy
 outcome, the effective and denied capabilities, each feature set's state, and,
@@ -53,7 +55,8 @@ flags:
                       15s); channels/list is asked for at most 3s
   --json              print the report as one JSON object
   --call TOOL JSON    call TOOL with JSON arguments (repeatable, in order)
-  --url URL           connect over WebSocket instead of running a command
+  --url URL           connect to URL instead of running a command: ws:// or wss://
+                      over WebSocket, http:// or https:// over Streamable HTTP
   --token-env NAME    send the bearer token held in environment variable NAME (with --url)
   --inherit-env       give the command this process's whole environment
   --wait D            after the calls, keep listening for D, printing each privileged

@@ -153,6 +153,14 @@ func DialStreamableHTTP(ctx context.Context, rawURL string, opts HTTPOptions) (*
 	return s, nil
 }
 
+// IsHTTPURL reports whether rawURL's scheme is http or https: a URL for
+// DialStreamableHTTP rather than DialWebSocket, which takes those schemes
+// too.
+func IsHTTPURL(rawURL string) bool {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
+}
+
 // Read implements Stream.
 func (s *StreamableHTTP) Read() ([]byte, error) {
 	if s.closing.Load() {
