@@ -120,6 +120,10 @@ type Server struct {
 	// TokenEnv names the environment variable holding the bearer token for
 	// URL; empty for none. See Token.
 	TokenEnv string
+	// TokenParam, for a ws:// or wss:// URL with TokenEnv, names the query
+	// parameter the token is sent in instead of the Authorization header,
+	// for servers that read it from the URL; empty for the header.
+	TokenParam string
 
 	// ToolPrefix namespaces the server's tools: <ToolPrefix>--<tool>.
 	// It defaults to ID.

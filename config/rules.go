@@ -12,7 +12,10 @@ var (
 	idRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	capSegRE  = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
+	// paramNameRE is a tokenParam: a query parameter name that needs no
+	// escaping.
+	paramNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	capSegRE    = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
 	// agentNameRE is the name field model APIs accept for a participant.
 	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -312,4 +315,16 @@ func globMatch(pattern, name string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// isWebSocketURL reports whether raw is a ws:// or wss:// URL.
+func isWebSocketURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "ws" || u.Scheme == "wss")
+}
+
+// urlHasParam reports whether raw's query has the parameter name.
+func urlHasParam(raw, name string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Query().Has(name)
 }

@@ -560,7 +560,7 @@ func (h *Host) dialOnce(ctx context.Context, cfg config.Server) (transport.Strea
 	if transport.IsHTTPURL(cfg.URL) {
 		return transport.DialStreamableHTTP(ctx, cfg.URL, transport.HTTPOptions{Logger: log, Token: tok})
 	}
-	return transport.DialWebSocket(ctx, cfg.URL, transport.WebSocketOptions{Logger: log, Token: tok})
+	return transport.DialWebSocket(ctx, cfg.URL, transport.WebSocketOptions{Logger: log, Token: tok, TokenParam: cfg.TokenParam})
 }
 
 // dropIfCurrent removes a server whose connection ended for good, if it is

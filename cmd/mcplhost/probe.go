@@ -259,7 +259,7 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 		if transport.IsHTTPURL(p.f.url) {
 			s, err = transport.DialStreamableHTTP(ctx, p.f.url, transport.HTTPOptions{Logger: p.log, Token: tok, ConnectTimeout: timeout})
 		} else {
-			s, err = transport.DialWebSocket(ctx, p.f.url, transport.WebSocketOptions{Logger: p.log, Token: tok, ConnectTimeout: timeout})
+			s, err = transport.DialWebSocket(ctx, p.f.url, transport.WebSocketOptions{Logger: p.log, Token: tok, TokenParam: p.f.tokenParam, ConnectTimeout: timeout})
 		}
 	} else {
 		s, err = transport.Spawn(transport.Command{Argv: p.f.command, InheritEnv: p.f.inheritEnv},
