@@ -334,11 +334,14 @@ func (s *StreamableHTTP) setVersion(v string) {
 	s.version = v
 }
 
-// noteHTTPError keeps a request's failure for CloseInfo.
+// noteHTTPError keeps a request's failure for CloseInfo, unless the
+// stream has ended: then Err says why.
 func (s *StreamableHTTP) noteHTTPError(text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.info.Err = text
+	if s.ended == nil {
+		s.info.Err = text
+	}
 }
 
 // end ends the stream for err: Read returns it once what is queued has
