@@ -113,12 +113,17 @@ type Server struct {
 	// Dir is the process's working directory: the config file's.
 	Dir string
 
-	// URL is a ws:// or wss:// address, for a server the host dials; empty
-	// when Argv is set.
+	// URL is a ws:// or wss:// address (a WebSocket server) or an http://
+	// or https:// one (a Streamable HTTP server), for a server the host
+	// dials; empty when Argv is set.
 	URL string
 	// TokenEnv names the environment variable holding the bearer token for
 	// URL; empty for none. See Token.
 	TokenEnv string
+	// TokenParam, for a ws:// or wss:// URL with TokenEnv, names the query
+	// parameter the token is sent in instead of the Authorization header,
+	// for servers that read it from the URL; empty for the header.
+	TokenParam string
 
 	// ProtocolVersion pins the MCP revision the host speaks to the server
 	// (one of protocol.Versions); "" negotiates (docs/mcp.md).

@@ -38,7 +38,7 @@
 // # Decisions
 //
 //   - Exactly one of command (a non-empty list: the program and its
-//     arguments) or url (ws:// or wss://) per server. env and inheritEnv go
+//     arguments) or url (ws://, wss://, http:// or https://) per server. env and inheritEnv go
 //     with command only, tokenEnv with url only. A url carrying a credential
 //     (user:password@ or a token= query parameter) is refused: tokens are
 //     never written in the file. tokenEnv names an environment variable; the

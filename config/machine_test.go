@@ -130,7 +130,7 @@ func TestDurationOverflow(t *testing.T) {
 // dial as :80) and a missing host are the file's problems, for Load (so
 // run refuses them) as for Check.
 func TestURLPorts(t *testing.T) {
-	for _, u := range []string{"ws://127.0.0.1/mcpl", "wss://example.com/mcpl", "ws://127.0.0.1:9000/mcpl", "ws://[::1]:1/", "wss://h:65535"} {
+	for _, u := range []string{"ws://127.0.0.1/mcpl", "wss://example.com/mcpl", "ws://127.0.0.1:9000/mcpl", "ws://[::1]:1/", "wss://h:65535", "http://127.0.0.1:3000/mcp", "https://example.com/mcp"} {
 		cfg, err := parse(t, "servers:\n  - id: r\n    url: "+u+"\n", t.TempDir())
 		if err != nil || cfg.Servers[0].URL != u {
 			t.Errorf("url %s: %v", u, err)
@@ -139,6 +139,8 @@ func TestURLPorts(t *testing.T) {
 	for _, tc := range []struct{ u, want string }{
 		{"ws://127.0.0.1:/mcpl", `"ws://127.0.0.1:/mcpl" has an empty port after its ":"; write the port, like ws://127.0.0.1:9000/mcpl, or leave out the ":" for the scheme's default (80 for ws, 443 for wss)`},
 		{"wss://[::1]:/mcpl?room=a", `"wss://[::1]:/mcpl" has an empty port after its ":"; write the port, like ws://127.0.0.1:9000/mcpl, or leave out the ":" for the scheme's default (80 for ws, 443 for wss)`},
+		{"http://127.0.0.1:/mcp", `"http://127.0.0.1:/mcp" has an empty port after its ":"; write the port, like http://127.0.0.1:3000/mcp, or leave out the ":" for the scheme's default (80 for http, 443 for https)`},
+		{"ftp://h/mcp", `"ftp://h/mcp" has scheme ftp; a server URL must be ws://, wss://, http:// or https://`},
 		{"ws://h:0/", `"ws://h:0/" has port 0; a port is a number from 1 to 65535`},
 		{"ws://h:65536/", `"ws://h:65536/" has port 65536; a port is a number from 1 to 65535`},
 		{"ws://:9000/mcpl", `"ws://:9000/mcpl" has no host; write it like ws://host:port/path`},

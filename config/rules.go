@@ -12,7 +12,10 @@ var (
 	idRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	prefixRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	capSegRE  = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
+	// paramNameRE is a tokenParam: a query parameter name that needs no
+	// escaping.
+	paramNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	capSegRE    = regexp.MustCompile(`^(?:[A-Za-z0-9]+|\*)$`)
 	// agentNameRE is the name field model APIs accept for a participant.
 	agentNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -85,14 +88,17 @@ func urlProblem(raw string) string {
 	}
 	switch {
 	case u.Scheme == "" || u.Opaque != "" || !strings.Contains(raw, "://"):
-		return fmt.Sprintf("%q has no scheme; write ws://host:port/path or wss://host:port/path", shown)
-	case u.Scheme != "ws" && u.Scheme != "wss":
-		return fmt.Sprintf("%q has scheme %s; a server URL must be ws:// or wss://", shown, u.Scheme)
+		return fmt.Sprintf("%q has no scheme; write ws://host:port/path or wss://host:port/path (WebSocket), or http://host:port/path or https://host:port/path (Streamable HTTP)", shown)
+	case u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%q has scheme %s; a server URL must be ws://, wss://, http:// or https://", shown, u.Scheme)
 	case u.Hostname() == "":
 		return fmt.Sprintf("%q has no host; write it like ws://host:port/path", shown)
 	case strings.HasSuffix(u.Host, ":"):
 		// Go's dialers take an empty port for the scheme's, so this would
 		// dial port 80 (443 for wss): never what a ":" meant.
+		if u.Scheme == "http" || u.Scheme == "https" {
+			return fmt.Sprintf("%q has an empty port after its \":\"; write the port, like http://127.0.0.1:3000/mcp, or leave out the \":\" for the scheme's default (80 for http, 443 for https)", shown)
+		}
 		return fmt.Sprintf("%q has an empty port after its \":\"; write the port, like ws://127.0.0.1:9000/mcpl, or leave out the \":\" for the scheme's default (80 for ws, 443 for wss)", shown)
 	}
 	if port := u.Port(); port != "" {
@@ -309,4 +315,16 @@ func globMatch(pattern, name string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// isWebSocketURL reports whether raw is a ws:// or wss:// URL.
+func isWebSocketURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "ws" || u.Scheme == "wss")
+}
+
+// urlHasParam reports whether raw's query has the parameter name.
+func urlHasParam(raw, name string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Query().Has(name)
 }

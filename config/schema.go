@@ -13,7 +13,7 @@ import (
 // The keys each mapping accepts.
 var (
 	topKeys       = []string{"store", "inboxRetention", "servers", "agents", "conversations", "inference"}
-	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels", "acceptTreatment", "protocolVersion"}
+	serverKeys    = []string{"id", "command", "env", "inheritEnv", "url", "tokenEnv", "tokenParam", "toolPrefix", "reconnect", "requestTimeout", "tools", "capabilities", "featureSets", "channels", "acceptTreatment", "protocolVersion"}
 	reconnectKeys = []string{"enabled", "initial", "max"}
 	policyKeys    = []string{"enable", "disable"}
 	channelsKeys  = []string{"subscription", "sendTools", "acknowledgeSeen", "maxDescriptorBytes", "maxTotalDescriptorBytes", "bots"}
@@ -126,7 +126,7 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 	// Defaults first (the ID is not known yet, so no prefix); what the
 	// file gives replaces them.
 	s := Server{Dir: dir}.WithDefaults()
-	var cmdLine, progLine, urlLine, envLine, inheritLine, tokenLine, initialLine, maxLine int
+	var cmdLine, progLine, urlLine, envLine, inheritLine, tokenLine, paramLine, initialLine, maxLine int
 	ok := d.fields(n, path, n.Line, "a mapping with id: and command: or url:", serverKeys, func(e entry, path string) {
 		line := e.key.Line
 		switch e.name {
@@ -176,6 +176,16 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 					d.add(line, path, "%q is not an MCP revision this host speaks (%s); leave it out to negotiate", v, strings.Join(protocol.Versions, ", "))
 				} else {
 					s.ProtocolVersion = v
+				}
+			}
+		case "tokenParam":
+			paramLine = line
+			if v, ok := d.scalar(e.val, path, line, "the name of a URL query parameter, like token"); ok {
+				if !paramNameRE.MatchString(v) {
+					// Not quoted: a token pasted here by mistake stays out of logs.
+					d.add(line, path, "is not a query parameter name (letters, digits, _, - and .); write the name of the parameter the server reads the token from, like token, never the token itself")
+				} else {
+					s.TokenParam = v
 				}
 			}
 		case "acceptTreatment":
@@ -274,6 +284,16 @@ func (d *decoder) server(n *yaml.Node, p *placed, dir string) (Server, bool) {
 		}
 	case cmdLine > 0 && tokenLine > 0:
 		d.add(tokenLine, join(path, "tokenEnv"), "only goes with url: it names the variable holding the token the host sends when it dials; a server run by command gets its environment from env")
+	}
+	if paramLine > 0 {
+		switch {
+		case tokenLine == 0:
+			d.add(paramLine, join(path, "tokenParam"), "only goes with tokenEnv: it names the URL parameter that carries the token tokenEnv's variable holds; add tokenEnv, or leave tokenParam out")
+		case cmdLine > 0 || (s.URL != "" && !isWebSocketURL(s.URL)):
+			d.add(paramLine, join(path, "tokenParam"), "only goes with a ws:// or wss:// url: it puts the token in the WebSocket URL's query; a Streamable HTTP (http:// or https://) server gets the token in the Authorization header")
+		case s.TokenParam != "" && s.URL != "" && urlHasParam(s.URL, s.TokenParam):
+			d.add(paramLine, join(path, "tokenParam"), "names %s, which the url already has; the host adds the token under that name, so take it out of the url or name another parameter", s.TokenParam)
+		}
 	}
 	r := s.Reconnect
 	switch {

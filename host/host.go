@@ -542,7 +542,8 @@ func (h *Host) warnUnhonoured(cfg config.Server, s *session.Session) {
 	}
 }
 
-// dial opens a server's stream: its process, or its WebSocket.
+// dial opens a server's stream: its process, its WebSocket, or its
+// Streamable HTTP stream (an http:// or https:// URL).
 func (h *Host) dial(ctx context.Context, cfg config.Server) (transport.Stream, error) {
 	s, err := h.dialOnce(ctx, cfg)
 	if err != nil {
@@ -556,15 +557,18 @@ func (h *Host) dialOnce(ctx context.Context, cfg config.Server) (transport.Strea
 	if cfg.URL == "" {
 		return transport.Spawn(command(cfg), transport.StdioOptions{Logger: h.log.With("server", cfg.ID)})
 	}
-	opts := transport.WebSocketOptions{Logger: h.log.With("server", cfg.ID)}
+	var tok string
 	if cfg.TokenEnv != "" {
-		tok, err := cfg.Token(h.lookup)
-		if err != nil {
+		var err error
+		if tok, err = cfg.Token(h.lookup); err != nil {
 			return nil, err
 		}
-		opts.Token = tok
 	}
-	return transport.DialWebSocket(ctx, cfg.URL, opts)
+	log := h.log.With("server", cfg.ID)
+	if transport.IsHTTPURL(cfg.URL) {
+		return transport.DialStreamableHTTP(ctx, cfg.URL, transport.HTTPOptions{Logger: log, Token: tok})
+	}
+	return transport.DialWebSocket(ctx, cfg.URL, transport.WebSocketOptions{Logger: log, Token: tok, TokenParam: cfg.TokenParam})
 }
 
 // dropIfCurrent removes a server whose connection ended for good, if it is

@@ -2,6 +2,7 @@
 //
 //	mcplhost probe [flags] -- COMMAND ARGS...   connect to one server and report on it
 //	mcplhost probe [flags] --url ws://HOST:PORT/PATH
+//	mcplhost probe [flags] --url http://HOST:PORT/PATH   (Streamable HTTP)
 //	mcplhost check --config FILE                  validate a configuration file
 //	mcplhost demo                                 an agent in a simulated chat room, as it happens
 //	mcplhost run --config FILE [--transcript FILE]   run the agents and servers until a signal

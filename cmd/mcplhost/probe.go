@@ -246,17 +246,23 @@ func (p *probe) dial(ctx context.Context) (transport.Stream, error) {
 	var s transport.Stream
 	var err error
 	if p.f.url != "" {
-		opts := transport.WebSocketOptions{Logger: p.log, ConnectTimeout: p.bound(transport.DefaultConnectTimeout)}
+		var tok string
 		if p.f.tokenEnv != "" {
-			tok, ok := os.LookupEnv(p.f.tokenEnv)
+			var ok bool
+			tok, ok = os.LookupEnv(p.f.tokenEnv)
 			if !ok || tok == "" {
 				return nil, fmt.Errorf("environment variable %s, named by --token-env, is not set", p.f.tokenEnv)
 			}
-			opts.Token = tok
 		}
-		// ConnectTimeout bounds the dial and the upgrade, and words
-		// their end; ctx ends it early only when probe is stopped.
-		s, err = transport.DialWebSocket(ctx, p.f.url, opts)
+		// ConnectTimeout bounds the dial and the upgrade (for Streamable
+		// HTTP: each request until it is sent), and words their end; ctx
+		// ends it early only when probe is stopped.
+		timeout := p.bound(transport.DefaultConnectTimeout)
+		if transport.IsHTTPURL(p.f.url) {
+			s, err = transport.DialStreamableHTTP(ctx, p.f.url, transport.HTTPOptions{Logger: p.log, Token: tok, ConnectTimeout: timeout})
+		} else {
+			s, err = transport.DialWebSocket(ctx, p.f.url, transport.WebSocketOptions{Logger: p.log, Token: tok, TokenParam: p.f.tokenParam, ConnectTimeout: timeout})
+		}
 	} else {
 		s, err = transport.Spawn(transport.Command{Argv: p.f.command, InheritEnv: p.f.inheritEnv},
 			transport.StdioOptions{Logger: p.log.With("server", p.f.id)})

@@ -20,6 +20,7 @@ type probeFlags struct {
 	calls      []probeCall
 	url        string
 	tokenEnv   string
+	tokenParam string
 	inheritEnv bool
 	verbose    bool
 	wait       time.Duration
@@ -36,8 +37,10 @@ type probeCall struct {
 
 const probeUsage = `usage: mcplhost probe [flags] -- COMMAND ARGS...
        mcplhost probe [flags] --url ws://HOST:PORT/PATH
+       mcplhost probe [flags] --url http://HOST:PORT/PATH
 
-Connects to one server (a subprocess over stdio, or a WebSocket URL), runs the
+Connects to one server (a subprocess over stdio, a WebSocket URL, or an http://
+or https:// URL speaking MCP's Streamable HTTP), runs the
 MCP handshake and the MCPL policy exchange, lists its tools and channels, makes
 each --call, and prints a report: the server, its MCPL advertisement, the policy
 outcome, the effective and denied capabilities, each feature set's state, and,
@@ -53,8 +56,11 @@ flags:
                       15s); channels/list is asked for at most 3s
   --json              print the report as one JSON object
   --call TOOL JSON    call TOOL with JSON arguments (repeatable, in order)
-  --url URL           connect over WebSocket instead of running a command
+  --url URL           connect to URL instead of running a command: ws:// or wss://
+                      over WebSocket, http:// or https:// over Streamable HTTP
   --token-env NAME    send the bearer token held in environment variable NAME (with --url)
+  --token-param NAME  send that token in the ws:// or wss:// URL's query parameter NAME
+                      instead of the Authorization header
   --inherit-env       give the command this process's whole environment
   --wait D            after the calls, keep listening for D, printing each privileged
                       message the server sends (request or notification, admitted or
@@ -139,6 +145,11 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 			f.url, err = next()
 		case "token-env":
 			f.tokenEnv, err = next()
+		case "token-param":
+			f.tokenParam, err = next()
+			if err == nil && f.tokenParam == "" {
+				err = errors.New("--token-param must not be empty")
+			}
 		case "inherit-env":
 			f.inheritEnv, err = fa.on()
 		case "v", "verbose":
@@ -179,6 +190,10 @@ func parseProbeFlags(args []string) (probeFlags, error) {
 		return f, errors.New("give either a command after -- or --url, not both")
 	case f.tokenEnv != "" && f.url == "":
 		return f, errors.New("--token-env applies only with --url")
+	case f.tokenParam != "" && f.tokenEnv == "":
+		return f, errors.New("--token-param applies only with --token-env: it names the URL parameter that carries that token")
+	case f.tokenParam != "" && !strings.HasPrefix(f.url, "ws://") && !strings.HasPrefix(f.url, "wss://"):
+		return f, errors.New("--token-param applies only with a ws:// or wss:// --url; a Streamable HTTP server gets the token in the Authorization header")
 	}
 	if f.id == "" {
 		f.id = defaultID(f.url, f.command)

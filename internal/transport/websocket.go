@@ -32,6 +32,12 @@ type WebSocketOptions struct {
 	// It goes only to the dialed URL's origin: DialWebSocket refuses a
 	// redirect to any other.
 	Token string
+	// TokenParam, if set with Token, names a query parameter that carries
+	// the token instead of the Authorization header, for servers that read
+	// it from the URL (?token=...): the parameter is added to the dialed
+	// URL, and no Authorization header is sent. The dialed URL is never
+	// shown: errors and logs show the URL given to DialWebSocket, redacted.
+	TokenParam string
 	// Header holds further request headers for the dial.
 	Header http.Header
 	// HTTPClient dials; nil means http.DefaultClient. DialWebSocket uses a
@@ -131,7 +137,21 @@ func DialWebSocket(ctx context.Context, rawURL string, opts WebSocketOptions) (*
 	if h == nil {
 		h = http.Header{}
 	}
-	if opts.Token != "" {
+	dialURL := rawURL
+	switch {
+	case opts.Token != "" && opts.TokenParam != "":
+		du := *u
+		kv := url.QueryEscape(opts.TokenParam) + "=" + url.QueryEscape(opts.Token)
+		if du.RawQuery != "" {
+			du.RawQuery += "&" + kv
+		} else {
+			du.RawQuery = kv
+		}
+		dialURL = du.String()
+		sec.addURL(&du)
+		sec.add(opts.Token)
+		sec.add(url.QueryEscape(opts.Token))
+	case opts.Token != "":
 		h.Set("Authorization", "Bearer "+opts.Token)
 	}
 
@@ -148,7 +168,7 @@ func DialWebSocket(ctx context.Context, rawURL string, opts WebSocketOptions) (*
 		GotFirstResponseByte: func() { phase.Store(phaseAnswering) },
 	})
 
-	c, _, err := websocket.Dial(dctx, rawURL, &websocket.DialOptions{
+	c, _, err := websocket.Dial(dctx, dialURL, &websocket.DialOptions{
 		HTTPHeader: h,
 		HTTPClient: sameOriginClient(opts.HTTPClient, sec),
 	})
