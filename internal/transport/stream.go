@@ -1,5 +1,6 @@
 // Package transport carries whole JSON-RPC messages between two peers: over a
-// subprocess's stdin and stdout, over WebSocket, or through an in-memory pipe.
+// subprocess's stdin and stdout, over WebSocket, over MCP's Streamable HTTP
+// (client side), or through an in-memory pipe.
 //
 // A Stream knows nothing of JSON-RPC: it frames and unframes messages, bounds
 // their size, and reports how it ended. Package wire builds the JSON-RPC peer
