@@ -1,10 +1,12 @@
 package host_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -100,16 +102,92 @@ func TestSDKCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRefused(t, h, "sdk--block", `{}`, `The "sdk" server didn't answer within 1 second, so whether the request took effect is unknown: it was abandoned here, and the server was asked to cancel it, but it may still complete on the server. Check its effect before trying again, since repeating something that changes state may do it twice.`)
+	waitFile(t, logPath, "cancelled: ")
+	wantOK(t, h, "sdk--add", `{"a":2,"b":2}`, "4")
+}
+
+// sdkHTTPProcess runs internal/mcpsdkserver over Streamable HTTP on
+// 127.0.0.1 as a real process and returns its URL.
+func sdkHTTPProcess(t *testing.T, flags ...string) string {
+	t.Helper()
+	cmd := exec.Command(sdkBinary(t), append([]string{"-more", "-http", "127.0.0.1:0"}, flags...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("the server said %q, %v", line, err)
+	}
+	return url
+}
+
+// The Go SDK's server over Streamable HTTP, as a real process: stateful,
+// it is met at 2025-11-25 through initialize (its discover over HTTP is
+// refused with the versions it serves there); stateless, at 2026-07-28.
+// Either way calls work, structured results are checked and a list change
+// re-lists. A call the host abandons ends the handler's context on the
+// stateful server (notifications/cancelled in its session); the
+// stateless one has no session to route it by, and the host ends the
+// call's POST instead, which this SDK's stateless handler does not pass
+// on to the handler (so that case checks only that the host goes on).
+func TestSDKServerOverHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		flags         []string
+	}{
+		{"stateful", protocol.Version20251125, nil},
+		{"stateful-json", protocol.Version20251125, []string{"-json-response"}},
+		{"stateless", protocol.Version20260728, []string{"-stateless"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := t.TempDir() + "/cancelled"
+			url := sdkHTTPProcess(t, append(tc.flags, "-cancel-log", logPath)...)
+			h, rec := newHost(t)
+			if err := h.Connect(t.Context(), server(t, "id: web\nrequestTimeout: 1s\nurl: "+url)); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := h.Server("web"); st.ProtocolVersion != tc.version || st.Stateless != protocol.Modern(tc.version) {
+				t.Errorf("protocol %q stateless %v, want %s", st.ProtocolVersion, st.Stateless, tc.version)
+			}
+			wantOK(t, h, "web--add", `{"a":1,"b":2}`, "3")
+			wantOK(t, h, "web--measure", `{"n":5}`, `{"value":5}`)
+			wantRefused(t, h, "web--bad_measure", `{}`, textOutputSchemaBroken("web", "web--bad_measure"))
+			wantOK(t, h, "web--grow", `{}`, "grew")
+			waitLog(t, rec, logListed, "web", 2)
+			wantOK(t, h, "web--grown", `{}`, "grown")
+			if _, err := call(t, h, "web--block", `{}`); err == nil {
+				t.Fatal("block answered")
+			}
+			if !protocol.Modern(tc.version) {
+				waitFile(t, logPath, "cancelled: ")
+			}
+			wantOK(t, h, "web--add", `{"a":2,"b":3}`, "5")
+		})
+	}
+}
+
+// waitFile waits for path to start with prefix: the server's own file is
+// the only signal it gives.
+func waitFile(t *testing.T, path, prefix string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, _ := os.ReadFile(logPath)
-		if strings.HasPrefix(string(b), "cancelled: ") {
-			break
+		b, _ := os.ReadFile(path)
+		if strings.HasPrefix(string(b), prefix) {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the handler's context did not end within 30s of the cancel (log %q)", b)
+			t.Fatalf("%s did not start with %q within 30s (%q)", path, prefix, b)
 		}
-		time.Sleep(20 * time.Millisecond) // the server's own file is the only signal it gives
+		time.Sleep(20 * time.Millisecond)
 	}
-	wantOK(t, h, "sdk--add", `{"a":2,"b":2}`, "4")
 }

@@ -22,7 +22,8 @@
 // With -http ADDR it serves MCP's Streamable HTTP on ADDR (127.0.0.1:0 picks
 // a port) at /mcp instead of stdio, and prints "listening on URL" to stdout
 // once it accepts; -json-response answers each POST with one JSON body
-// rather than an event stream.
+// rather than an event stream; -stateless serves without sessions, which
+// is how the SDK serves 2026-07-28 over HTTP.
 //
 // Nothing but this program imports the SDK; keep it that way, so the SDK
 // stays a test dependency in spirit.
@@ -61,6 +62,7 @@ func main() {
 	cancelLog := flag.String("cancel-log", "", "file block appends to when its context ends")
 	httpAddr := flag.String("http", "", "serve Streamable HTTP on this address (127.0.0.1:0) instead of stdio")
 	jsonResponse := flag.Bool("json-response", false, "with -http, answer each POST with one JSON body")
+	stateless := flag.Bool("stateless", false, "with -http, serve statelessly: no sessions, 2026-07-28 (and initialize per request)")
 	flag.Parse()
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcpsdkserver", Version: "1.0.0"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "add", Description: "Answers the sum of a and b."},
@@ -75,7 +77,7 @@ func main() {
 		addMore(server, *cancelLog)
 	}
 	if *httpAddr != "" {
-		serveHTTP(server, *httpAddr, *jsonResponse)
+		serveHTTP(server, *httpAddr, &mcp.StreamableHTTPOptions{JSONResponse: *jsonResponse, Stateless: *stateless})
 		return
 	}
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
@@ -137,12 +139,12 @@ func addMore(server *mcp.Server, cancelLog string) {
 		})
 }
 
-func serveHTTP(server *mcp.Server, addr string, jsonResponse bool) {
+func serveHTTP(server *mcp.Server, addr string, opts *mcp.StreamableHTTPOptions) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatalf("mcpsdkserver: %v", err)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: jsonResponse})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	fmt.Printf("listening on http://%s/mcp\n", ln.Addr())

@@ -98,7 +98,8 @@ type StreamableHTTP struct {
 	sessionID string
 	version   string // for MCP-Protocol-Version, from the initialize result
 	getOpened bool
-	ended     error // why the stream ended, before Close
+	posts     map[string]*post // requests' POSTs under way, by id (streamhttp_cancel.go)
+	ended     error            // why the stream ended, before Close
 	info      CloseInfo
 }
 
@@ -189,6 +190,9 @@ func (s *StreamableHTTP) Write(ctx context.Context, msg []byte) error {
 		return err
 	}
 	m := sniffOutgoing(msg)
+	if m.method == "notifications/cancelled" {
+		s.abortCancelled(msg)
+	}
 	rctx, cancel := context.WithCancelCause(s.ctx)
 	written := make(chan struct{})
 	var once sync.Once
@@ -209,7 +213,12 @@ func (s *StreamableHTTP) Write(ctx context.Context, msg []byte) error {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 
 	p := &post{s: s, m: m, cancel: cancel, hdr: make(chan error, 1), sentSession: req.Header.Get(headerSession) != ""}
-	if !s.goOwned(func() { p.run(req) }) {
+	untrack := func() {}
+	if m.isRequest() {
+		untrack = s.track(p)
+	}
+	if !s.goOwned(func() { defer untrack(); p.run(req) }) {
+		untrack()
 		cancel(nil)
 		return ErrClosed
 	}

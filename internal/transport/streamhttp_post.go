@@ -53,6 +53,7 @@ type post struct {
 	cancel      func(error)
 	hdr         chan error // one outcome, buffered
 	sentSession bool
+	aborted     aborted // its request was cancelled: nothing more is read or answered
 
 	mu       sync.Mutex
 	handed   bool
@@ -98,7 +99,7 @@ func (p *post) run(req *http.Request) {
 	defer p.cancel(nil)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		if s.ctx.Err() != nil {
+		if s.ctx.Err() != nil || p.aborted.Load() {
 			p.finish(s.closedErr(), "")
 			return
 		}
@@ -231,7 +232,7 @@ func (s *StreamableHTTP) queueAnswer(p *post, msg []byte) {
 // answerFailed answers p's request, for Read, with an error response
 // saying what went wrong, unless it has been answered or the stream ended.
 func (s *StreamableHTTP) answerFailed(p *post, words string, status int) {
-	if s.ctx.Err() != nil || p.isAnswered() {
+	if s.ctx.Err() != nil || p.isAnswered() || p.aborted.Load() {
 		return
 	}
 	s.log.Warn("Streamable HTTP request failed; answering it with an error", "url", s.shown, "method", p.m.method, "reason", words)

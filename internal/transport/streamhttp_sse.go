@@ -144,7 +144,7 @@ func (s *StreamableHTTP) readSSEAnswer(p *post, body io.ReadCloser) {
 	for {
 		n, err := s.readEvents(body, st, stop)
 		body.Close()
-		if p.isAnswered() || s.ctx.Err() != nil {
+		if p.isAnswered() || s.ctx.Err() != nil || p.aborted.Load() {
 			return
 		}
 		var tl *TooLargeError
