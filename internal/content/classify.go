@@ -1,7 +1,8 @@
 // Package content classifies the content blocks servers send, for every
 // lane that shows them to an agent (channel messages, push events, tool
 // results, context injections): one classifier, one set of markers for
-// what can't be shown (markers.go), the reference testimony of RFC-005
+// what can't be shown (markers.go), the host's lines for MCP's embedded
+// resources and resource links (markers.go), the reference testimony of RFC-005
 // and its model-visible stub (reference.go), and the closure of event tags
 // (SPEC §16, tags.go). It is pure: no I/O, no clocks but the one a caller
 // passes.
@@ -31,13 +32,23 @@ const (
 	// KindReference: an RFC-005 reference (a resource block, or an
 	// image or audio block in uri form); Ref is its testimony.
 	KindReference
+	// KindResource: an MCP embedded resource with text contents; Header
+	// is the host's line naming it, Text the server's text.
+	KindResource
+	// KindResourceLink: an MCP resource link, which this host never
+	// fetches; Text is the host's line describing it.
+	KindResourceLink
 )
 
 // Block is one classified content block.
 type Block struct {
 	Kind Kind
-	// Text is a text block's text, or a marker.
+	// Text is a text block's text, an embedded resource's text, a
+	// resource link's line, or a marker.
 	Text string
+	// Header is an embedded resource's line, the host's, shown before
+	// its Text.
+	Header string
 	// MimeType and Data are inline media's.
 	MimeType, Data string
 	// Media is the block's type for a reference in image or audio form
@@ -71,13 +82,80 @@ func Classify(raw json.RawMessage) Block {
 	case "image", "audio":
 		return classifyMedia(typ, fields)
 	case "resource":
+		if embedded(fields) {
+			return classifyEmbedded(fields["resource"])
+		}
 		uri, ok := stringField(fields, "uri")
 		if !ok || uri == "" {
 			return marker(MarkerReferenceNoLink)
 		}
 		return reference("", fields)
+	case "resource_link":
+		return classifyLink(fields)
 	}
 	return marker(MarkerUnknownType(Label(typ)))
+}
+
+// embedded reports whether a resource block is MCP's embedded resource (a
+// resource object, its contents) rather than an RFC-005 reference: it has
+// a resource field and no uri of its own. A block with a uri on it, of
+// any value but null, stays a reference, as it always was.
+func embedded(fields map[string]json.RawMessage) bool {
+	res, hasResource := fields["resource"]
+	uri, hasURI := fields["uri"]
+	return hasResource && string(res) != "null" && (!hasURI || string(uri) == "null")
+}
+
+// classifyEmbedded reads an embedded resource's contents: text is shown
+// after a line of the host's that names it; binary data (a blob) is
+// never shown, and its marker names it. Text wins when a server sends
+// both, so no blob is ever shown.
+func classifyEmbedded(raw json.RawMessage) Block {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil || res == nil {
+		return marker(MarkerResourceUnreadable)
+	}
+	uri, _ := stringField(res, "uri")
+	mime, _ := stringField(res, "mimeType")
+	text, hasText := stringField(res, "text")
+	_, hasBlob := stringField(res, "blob")
+	switch {
+	case !hasText && !hasBlob:
+		return marker(MarkerResourceUnreadable)
+	case Clean(uri) == "":
+		return marker(MarkerResourceNoURI)
+	case utf8.RuneCountInString(uri) > MaxURIChars:
+		return marker(MarkerResourceLongURI)
+	case hasText:
+		return Block{Kind: KindResource, Header: textResource(uri, mime), Text: text}
+	}
+	return marker(MarkerResourceBinary(uri, mime))
+}
+
+// classifyLink reads a resource link: a line of the host's that describes
+// it, which this host never fetches. A field that isn't what MCP says it
+// is (a string, or an integer size) is left out.
+func classifyLink(fields map[string]json.RawMessage) Block {
+	uri, _ := stringField(fields, "uri")
+	switch {
+	case Clean(uri) == "":
+		return marker(MarkerResourceLinkNoURI)
+	case utf8.RuneCountInString(uri) > MaxURIChars:
+		return marker(MarkerResourceLinkLongURI)
+	}
+	name, _ := stringField(fields, "name")
+	if Clean(name) == "" {
+		name, _ = stringField(fields, "title")
+	}
+	mime, _ := stringField(fields, "mimeType")
+	description, _ := stringField(fields, "description")
+	size := ""
+	if v, ok := fields["size"]; ok {
+		if n, ok := safeInteger(v); ok {
+			size = SizeText(n)
+		}
+	}
+	return Block{Kind: KindResourceLink, Text: textResourceLink(uri, name, mime, size, description)}
 }
 
 // classifyMedia reads an image or audio block: inline data with a media

@@ -13,20 +13,28 @@ import (
 // control, bidirectional control or invalid UTF-8.
 func printable(s string) bool { return term.Line(s) == s }
 
-// FuzzClassify: any bytes classify without a panic; a marker never holds a
-// control or bidirectional character, whatever type label it quotes.
+// FuzzClassify: any bytes classify without a panic; a marker, an embedded
+// resource's line and a resource link's line never hold a control or
+// bidirectional character or a line break, whatever the server's strings.
 func FuzzClassify(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"text","text":"hi"}`, `{"type":"image","data":"AA","mimeType":"image/png"}`,
 		`{"type":"vi\u001bdeo"}`, `{"type":"\u202e"}`, `{"type":"resource","uri":"https://x/a","name":"a"}`,
 		`{"type":"image","uri":"","data":"AA"}`, `[1]`, `"x"`, `{"type":"audio"}`, `{`,
+		`{"type":"resource","resource":{"uri":"file:///a","mimeType":"text/plain","text":"x"}}`,
+		`{"type":"resource","resource":{"uri":"file:///a
+]","blob":"AAAA"}}`,
+		`{"type":"resource_link","uri":"file:///a","name":"a b","size":12,"description":"d"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		b := Classify(json.RawMessage(raw))
-		if b.Kind == KindMarker && !printable(b.Text) {
-			t.Errorf("marker %q holds a control character", b.Text)
+		if (b.Kind == KindMarker || b.Kind == KindResourceLink) && !printable(b.Text) {
+			t.Errorf("host line %q holds a control character", b.Text)
+		}
+		if b.Kind == KindResource && !printable(b.Header) {
+			t.Errorf("resource line %q holds a control character", b.Header)
 		}
 		if b.Kind == KindReference && b.Ref == nil {
 			t.Error("a reference without testimony")

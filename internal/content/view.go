@@ -36,8 +36,10 @@ type Lane struct {
 }
 
 // View classifies blocks and returns what an agent sees of them, in order.
-// A reference is registered and shown as its stub; a block this host
-// can't show is its marker.
+// A reference is registered and shown as its stub; an embedded resource's
+// text is two parts, the host's line naming it and the server's text; a
+// resource link is the host's line; a block this host can't show is its
+// marker.
 func (l Lane) View(blocks []json.RawMessage) []Part {
 	now := time.Now
 	if l.Now != nil {
@@ -58,6 +60,10 @@ func (l Lane) View(blocks []json.RawMessage) []Part {
 			out = append(out, Part{Kind: KindText, Text: Stub(ref.ID, b.Ref, l.Provenance, Tail(b.Ref, len(ref.Servers) > 0, now())), Host: true})
 		case KindText:
 			out = append(out, Part{Kind: KindText, Text: b.Text})
+		case KindResource:
+			// The host's line, then the server's text, framed as any
+			// server text is.
+			out = append(out, Part{Kind: KindText, Text: b.Header, Host: true}, Part{Kind: KindText, Text: b.Text})
 		default:
 			out = append(out, Part{Kind: KindText, Text: b.Text, Host: true})
 		}
