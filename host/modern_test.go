@@ -40,3 +40,31 @@ func TestModernServerThroughHost(t *testing.T) {
 	}
 	wantOK(t, h, "m--extra", `{}`, "extra")
 }
+
+// MCP's embedded resources and resource links, as the host shows a tool's
+// result: the embedded text after a line naming it, the blob as a marker
+// without its data, the link described and not fetched.
+func TestResourceBlocksThroughHost(t *testing.T) {
+	h, _ := newHost(t)
+	if err := h.Connect(t.Context(), server(t, "id: m\ncommand: "+ts(t, "-modern", "only"))); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.CallTool(t.Context(), "m--resources", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.ResultText("m--resources", res)
+	for _, want := range []string{
+		`[Resource "file:///notes.txt" (text/plain), embedded by the server; its text follows:]`,
+		"the notes",
+		`[Resource not shown: the server embedded "file:///logo.png" (image/png) as binary data, which this host doesn't show.]`,
+		`[Resource link, not fetched by this host: report "https://example.com/report" (application/pdf)]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the result reads\n%s\nwithout %q", got, want)
+		}
+	}
+	if strings.Contains(got, "SECRETBASE64") {
+		t.Errorf("the blob's data reached the text: %s", got)
+	}
+}

@@ -32,6 +32,7 @@ import (
 //	loop {}           input_required with a new requestState every time
 //	extra {}          present after touch; answers "extra"
 //	meta {}           answers the request's _meta, as JSON (not listed)
+//	resources {}      answers an embedded text resource, an embedded blob and a resource link (not listed)
 
 // ModernTools lists the 2026-07-28 tools before touch adds extra.
 var ModernTools = []string{"plain", "op", "good", "err", "touch", "noise", "cont", "ask", "loop"}
@@ -171,6 +172,12 @@ func (srv *Server) modernCall(ctx context.Context, name string, state *string) (
 		return text("touched"), nil
 	case "extra":
 		return text("extra"), nil
+	case "resources":
+		return complete(map[string]any{"content": []any{
+			map[string]any{"type": "resource", "resource": map[string]any{"uri": "file:///notes.txt", "mimeType": "text/plain", "text": "the notes"}},
+			map[string]any{"type": "resource", "resource": map[string]any{"uri": "file:///logo.png", "mimeType": "image/png", "blob": "iVBORw0KGgoSECRETBASE64"}},
+			map[string]any{"type": "resource_link", "uri": "https://example.com/report", "name": "report", "mimeType": "application/pdf"},
+		}}), nil
 	case "noise":
 		for _, line := range []string{"null", "[1,2]", `"just a string"`, `{"no":"jsonrpc"}`} {
 			srv.s.Write(ctx, []byte(line))
