@@ -129,10 +129,12 @@ func TestRunServerState(t *testing.T) {
 	if err := syscall.Kill(c.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing the channel server %d: %v", c.Pid, err)
 	}
-	pollUntil(t, "chat not connected in /api/servers", func() (bool, string) {
+	// The state follows the session at once; the loss is recorded as its
+	// last error when the host hears of it (OnDisconnect), a moment later.
+	pollUntil(t, "chat not connected in /api/servers, with its loss recorded", func() (bool, string) {
 		body := readServers()
-		st := byID("chat").State
-		return st == "disconnected" || st == "reconnecting", body
+		s := byID("chat")
+		return (s.State == "disconnected" || s.State == "reconnecting") && s.LastError != "", body
 	})
 	if s := byID("chat"); s.LastError == "" || s.Since.IsZero() {
 		t.Errorf("chat after the kill: %+v, want the loss as its last error, and since when", s)
