@@ -3,7 +3,6 @@ package transport
 import (
 	"encoding/json"
 	"errors"
-	"sync/atomic"
 )
 
 // A request this side cancels (it writes notifications/cancelled naming
@@ -16,9 +15,6 @@ import (
 // errAborted is the cause of a POST ended because its request was
 // cancelled.
 var errAborted = errors.New("transport: the request was cancelled")
-
-// aborted is set on a post whose request was cancelled.
-type aborted = atomic.Bool
 
 // track records p, a request's POST, until it is done.
 func (s *StreamableHTTP) track(p *post) (untrack func()) {

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,7 +54,7 @@ type post struct {
 	cancel      func(error)
 	hdr         chan error // one outcome, buffered
 	sentSession bool
-	aborted     aborted // its request was cancelled: nothing more is read or answered
+	aborted     atomic.Bool // its request was cancelled: nothing more is read or answered
 
 	mu       sync.Mutex
 	handed   bool
