@@ -29,9 +29,10 @@ import (
 // its run displaced to its latest: a replacement corrects an occurrence
 // still pending and is not another one (§4.2), so a subject replaced
 // faster than Debounce neither puts off the turn another message waits
-// for nor is put off by them past its own bound; a turn starts when the
-// first of the quiets is due, and reads everything (§4.2's last rule:
-// coalescing neither shortens nor extends an unrelated debounce). Every
+// for nor is put off by them past its own bound, unless the agent's own
+// quiet is running when the bound comes: then the turn waits for that
+// quiet to end, and reads everything (§4.2's last rule: coalescing
+// neither shortens nor extends an unrelated debounce; runner.due). Every
 // other waking message shares the agent's one quiet. Messages that come while a
 // turn runs wait for it: when it ends, one turn reads them all (once its
 // own debounce has passed). The times are the host's receipt times of the
@@ -87,18 +88,28 @@ func (r *runner) treatment(m store.Message) treat.Decision {
 // waking message it read, whether the turn would show it or leave it out,
 // so that a flood, whose oldest messages the budget leaves out, can't
 // move it.
+//
+// While the agent's own quiet runs, it alone decides: a replaced
+// subject's quiet that comes due first doesn't start the turn, which
+// would show the messages waiting for the agent's quiet before it ends
+// (RFC-006 §4.2: coalescing shortens no unrelated debounce, vector 44).
+// The subject is shown in the turn the agent's quiet starts, so its
+// delivery is put off past its own bound by at most what is left of that
+// quiet, itself bounded by MaxDelay: still a finite bound. With no
+// waking message of the agent's own, the first subject's quiet due
+// starts the turn.
 func (r *runner) due(sel *selection) time.Time {
 	w := r.spec.Wake
 	if w.Debounce <= 0 || len(sel.quiets) == 0 {
 		return time.Time{}
 	}
 	var due time.Time
-	for _, q := range sel.quiets {
-		d := q.last.Add(w.Debounce)
-		if bound := q.first.Add(w.maxDelay()); bound.Before(d) {
-			d = bound
+	if q := sel.quiets[""]; q != nil {
+		due = q.due(w)
+	} else {
+		for _, q := range sel.quiets {
+			due = earliest(due, q.due(w))
 		}
-		due = earliest(due, d)
 	}
 	if !due.After(time.Now()) {
 		return time.Time{}
@@ -109,6 +120,16 @@ func (r *runner) due(sel *selection) time.Time {
 // A quiet is one debounce: when the oldest and the newest waking message
 // in it came.
 type quiet struct{ first, last time.Time }
+
+// due is when q ends: a debounce after its newest message, or its bound
+// after its oldest, whichever is first.
+func (q *quiet) due(w WakeRules) time.Time {
+	d := q.last.Add(w.Debounce)
+	if bound := q.first.Add(w.maxDelay()); bound.Before(d) {
+		return bound
+	}
+	return d
+}
 
 // stream names the quiet m joins: a replaced coalesced subject's own (its
 // current occurrence's, which no other message read has), else the
