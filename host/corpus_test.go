@@ -191,7 +191,7 @@ func TestCoalescingCorpus(t *testing.T) {
 					t.Parallel()
 					verdict := "passed"
 					if c.Kind != "host" {
-						verdict = "not-applicable: a " + c.Kind + " row, not a host obligation"
+						verdict = "not-applicable: " + c.Kind + " row, not a host obligation"
 					} else if why := notApplicable(v); why != "" {
 						verdict = "not-applicable: " + why
 					} else if why := notExercised(v); why != "" {
