@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,12 +124,13 @@ func TestRestartWindowReadsConnecting(t *testing.T) {
 	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
 		t.Fatal(err)
 	}
+	before := requestCount(t, h, "x--count")
 	pending := make(chan error, 1)
 	go func() {
 		_, err := h.CallTool(context.Background(), "x--hang", nil)
 		pending <- err
 	}()
-	arrived(t, h, "x--count", 2)
+	arrived(t, h, "x--count", before)
 	fifo, release := hold(t)
 	sig, started := spawned(t)
 	next := server(t, "id: x\ncommand: "+wrapped(sig, testserverBin(t), "-hold-initialize", fifo, "-name", "second")+
@@ -363,12 +365,13 @@ func TestDisconnectWithACallInFlight(t *testing.T) {
 	if err := h.Connect(t.Context(), server(t, "id: x\ncommand: "+ts(t))); err != nil {
 		t.Fatal(err)
 	}
+	before := requestCount(t, h, "x--count")
 	pending := make(chan error, 1)
 	go func() {
 		_, err := h.CallTool(context.Background(), "x--hang", nil)
 		pending <- err
 	}()
-	arrived(t, h, "x--count", 2)
+	arrived(t, h, "x--count", before)
 	if err := h.Disconnect("x"); err != nil {
 		t.Fatal(err)
 	}
@@ -383,10 +386,28 @@ func TestDisconnectWithACallInFlight(t *testing.T) {
 	wantRefused(t, h, "x--hang", `{}`, textGone("x", "x--hang"))
 }
 
+// requestCount is how many requests the test server behind count has
+// received, this one included: read before a test sends the request
+// arrived waits for, since how many the host's handshake sends is the
+// host's business (server/discover made it one more).
+func requestCount(t *testing.T, h *host.Host, count string) int {
+	t.Helper()
+	got, err := call(t, h, count, `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(got)
+	if err != nil {
+		t.Fatalf("count answered %q", got)
+	}
+	return n
+}
+
 // arrived returns once the test server behind count has received one
-// request more than the before it had when the test began sending them:
-// the test server numbers its requests, and count answers with how many
-// it has had, itself included. Each try is a round trip, never a sleep.
+// request more than the before it had when the test began sending them
+// (requestCount): the test server numbers its requests, and count answers
+// with how many it has had, itself included. Each try is a round trip,
+// never a sleep.
 func arrived(t *testing.T, h *host.Host, count string, before int) {
 	t.Helper()
 	for try := 1; try <= 1000; try++ {
